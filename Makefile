@@ -1,0 +1,45 @@
+# The two commands of the README: `make reproduce` and `make test`. Both set up .venv first (reused if present).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PROFILE ?= cpu
+
+.PHONY: setup reproduce test sync nbtest pytest bench lab
+
+setup: $(STAMP)
+
+$(STAMP): settings.ini setup.py
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed, found " + sys.version.split()[0]'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+reproduce: setup
+	$(BIN)/cosine-pitfalls reproduce --profile $(PROFILE)
+
+test: setup
+	$(MAKE) --no-print-directory sync
+	$(MAKE) --no-print-directory nbtest
+	$(MAKE) --no-print-directory pytest
+
+# notebooks are the source: cleaning and exporting them must leave the checkout unchanged
+sync:
+	$(BIN)/nbdev_clean
+	$(BIN)/nbdev_export
+	@if [ -n "$$(git status --porcelain)" ]; then \
+	  echo "SYNC GATE FAILED: nbdev_clean/nbdev_export changed the checkout (edit notebooks, export, commit both):"; \
+	  git status --porcelain; git --no-pager diff --stat; exit 1; fi
+	@echo "sync gate: notebooks clean and package in sync"
+
+nbtest:
+	$(BIN)/nbdev_test --n_workers 2 --timing
+
+pytest:
+	$(BIN)/python -m pytest tests
+
+bench: setup
+	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks
+
+lab: setup
+	$(BIN)/jupyter lab nbs/

@@ -1,0 +1,85 @@
+"The installed package: importable, versioned, console script present, notebooks and README consistent."
+import configparser, json, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, NBS, ROOT
+
+
+def test_installed_version_matches_settings():
+    import cosine_pitfalls
+    cfg = configparser.ConfigParser(delimiters=['=']); cfg.read(ROOT/'settings.ini')
+    assert cosine_pitfalls.__version__ == cfg['DEFAULT']['version']
+    from importlib.metadata import version
+    assert version('cosine_pitfalls') == cfg['DEFAULT']['version']
+
+
+def test_package_imports_headless_in_fresh_interpreter():
+    "The exported modules import without Jupyter, in a plain interpreter outside the repository."
+    from cosine_pitfalls.paper import SECTIONS
+    mods = ['cosine_pitfalls.core', 'cosine_pitfalls.paper', 'cosine_pitfalls.runner'] + \
+           [f'cosine_pitfalls.{s.module}' for s in SECTIONS.values() if (NBS/s.notebook).exists()]
+    code = 'import importlib,sys\n' + ''.join(f'importlib.import_module({m!r})\n' for m in mods) + 'print("ok")'
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', timeout=300,
+                       env={'MPLBACKEND': 'Agg', 'PATH': '/usr/bin:/bin'})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == 'ok'
+
+
+def test_console_script_installed():
+    assert CLI.exists()
+    r = subprocess.run([str(CLI), '--help'], capture_output=True, text=True)
+    assert r.returncode == 0 and 'reproduce' in r.stdout
+
+
+def _markdown_of_index():
+    nb = json.loads((NBS/'index.ipynb').read_text())
+    return [''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown']
+
+
+def test_readme_mirrors_index():
+    "README.md is hand-written (no Quarto here) but must carry every markdown cell of nbs/index.ipynb."
+    readme = (ROOT/'README.md').read_text()
+    for md in _markdown_of_index():
+        assert md in readme, f'README.md lacks this part of nbs/index.ipynb:\n{md[:200]}'
+
+
+def test_readme_two_commands_are_what_ci_runs():
+    readme = (ROOT/'README.md').read_text()
+    assert 'make reproduce' in readme and 'make test' in readme
+    ci = (ROOT/'.ci'/'run').read_text().split('\n')
+    assert [l for l in ci if l and not l.startswith('#') and not l.startswith('set ') and not l.startswith('cd ')] == ['make test']
+
+
+def test_every_notebook_has_one_parameters_cell_when_runnable():
+    from cosine_pitfalls.paper import SECTIONS
+    for s in SECTIONS.values():
+        p = NBS/s.notebook
+        if not p.exists(): continue
+        nb = json.loads(p.read_text())
+        tagged = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
+        assert len(tagged) == 1, f'{s.notebook}: {len(tagged)} parameters cells'
+        assert not ''.join(tagged[0]['source']).startswith('#| export'), f'{s.notebook}: parameters cell must not be exported'
+
+
+@pytest.mark.parametrize('profile', ['smoke', 'cpu', 'gpu', 'paper'])
+def test_profiles_validate_against_notebooks(profile):
+    "Each implemented section's PROFILES dict names only parameters of its notebook, with the right types."
+    from cosine_pitfalls.runner import plan
+    from cosine_pitfalls.paper import SECTIONS
+    done = [n for n, s in SECTIONS.items() if (NBS/s.notebook).exists()]
+    assert done, 'no section notebook yet'
+    jobs = plan(profile, sections=done, nbs=NBS)
+    assert {j['section'] for j in jobs} == set(done)
+    for j in jobs: assert j['params']['profile'] == profile
+
+
+def test_every_paper_map_id_is_registered_once():
+    from cosine_pitfalls.paper import PAPER
+    shared = Path(ROOT.parent/'shared'/'PAPER_MAP.md')
+    if not shared.exists(): pytest.skip('../shared/PAPER_MAP.md not beside the checkout')
+    import re
+    ids = set(re.findall(r'`([a-z]+\.[a-z0-9_]+)`', shared.read_text()))
+    ids = {i for i in ids if i.split('.')[0] in {'pitfalls', 'lee', 'clop', 'margins', 'directclr'}}
+    assert ids <= set(PAPER), f'missing from the registry: {sorted(ids - set(PAPER))}'
