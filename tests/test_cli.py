@@ -1,0 +1,175 @@
+"The installed `cosine-pitfalls` CLI: list, validation errors, papermill runs, skip/force, failures, interruption."
+import json, shutil, signal, subprocess, time
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, NBS, read_json, run_cli, tree
+
+from cosine_pitfalls.paper import PAPER, SECTIONS, section_ids
+
+SECTION1 = section_ids(1)
+
+
+def test_list_names_every_id(cli, tmp_path):
+    r = cli('list', '--out', tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = {l.split()[0]: l for l in r.stdout.splitlines()[1:]}
+    assert set(rows) == set(PAPER)
+    for i in SECTION1: assert 'not run' in rows[i]
+    for i, p in PAPER.items():
+        if not (NBS/SECTIONS[p.section].notebook).exists(): assert 'not yet implemented' in rows[i]
+
+
+def _unimplemented_id():
+    return next((i for i, p in PAPER.items() if not (NBS/SECTIONS[p.section].notebook).exists()), None)
+
+
+BAD = [
+    (['--profile', 'fast'], "profile must be one of 'smoke', 'cpu', 'gpu', 'paper'; got 'fast'"),
+    (['--only', 'clop.thm9'], "unknown result ID(s) 'clop.thm9'"),
+    (['--section', '9'], 'section must be one of 1, 2, 3, 4, 5; got 9'),
+    (['--section', '1', '-p', 'no_such=1'], "unknown parameter 'no_such' for 01_gradients.ipynb; allowed:"),
+    (['--section', '1', '-p', 'seed=abc'], "parameter seed must be an integer like 3 (no leading zeros); got 'abc'"),
+    (['--section', '1', '-p', 'seed=007'], "parameter seed must be an integer like 3 (no leading zeros); got '007'"),
+    (['--section', '1', '-p', 'profile=cpu'], 'parameter profile is set by the runner'),
+    (['--section', '1', '-p', 'seed'], 'parameters are given as -p name=value'),
+    (['--only', 'clop.thm1', '--section', '2'], "--only ['clop.thm1'] lie outside --section [2]"),
+    (['--nbs', '/no/such/folder'], "nbs: '/no/such/folder' is not a folder"),
+]
+
+
+@pytest.mark.parametrize('args,msg', BAD, ids=[' '.join(a) for a, _ in BAD])
+def test_bad_input_is_one_clear_error_and_loses_nothing(cli, tmp_path, args, msg):
+    out = tmp_path/'out'; out.mkdir()
+    (out/'report.md').write_text('an earlier report'); (out/'manifest.json').write_text('{"results": {}}')
+    before = tree(out)
+    r = cli('reproduce', *args, '--out', out, '--quiet')
+    assert r.returncode == 2, r.stderr
+    assert msg in r.stderr
+    assert 'Traceback' not in r.stderr
+    assert tree(out) == before
+
+
+def test_unimplemented_id_is_refused(cli, tmp_path):
+    i = _unimplemented_id()
+    if i is None: pytest.skip('every section is implemented')
+    r = cli('reproduce', '--only', i, '--out', tmp_path, '--quiet')
+    assert r.returncode == 2 and f"['{i}'] are not yet implemented" in r.stderr
+
+
+@pytest.fixture(scope='module')
+def smoke1(tmp_path_factory):
+    "One smoke run of section 1 through the installed CLI (papermill), shared by the tests below."
+    out = tmp_path_factory.mktemp('smoke1')
+    t0 = time.time()
+    r = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
+    return out, r, time.time() - t0
+
+
+def test_smoke_section1_registers_every_id(smoke1):
+    import xarray as xr
+    out, r, _ = smoke1
+    assert r.returncode == 0, r.stderr
+    for i in SECTION1:
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['id'] == i and s['profile'] == 'smoke' and s['verdict'] in ('agree', 'differ') and s['ours']
+        ds = xr.load_dataset(out/'results'/f'{i}.nc', engine='h5netcdf')
+        assert ds.attrs['id'] == i and ds.attrs['profile'] == 'smoke' and 'git_sha' in ds.attrs
+        assert json.loads(ds.attrs['parameters'])['seed'] == 0
+        assert (out/'tables'/f'{i}.csv').stat().st_size > 0 and (out/'tables'/f'{i}.md').read_text().startswith(f'# {i}')
+        if PAPER[i].kind == 'figure': assert (out/'figures'/f'{i}.png').read_bytes()[:4] == b'\x89PNG'
+    m = read_json(out/'manifest.json')
+    assert m['environment']['packages']['torch'] and m['git_sha'] and m['environment']['device']
+    assert all(m['results'][i]['status'] == 'ok' for i in SECTION1)
+    assert m['runs'][-1]['wall_s'] > 0
+    assert (out/'runs'/'01_gradients.smoke.ipynb').exists()
+    rep = (out/'report.md').read_text()
+    for i in PAPER: assert f'| `{i}` |' in rep
+    for i in SECTION1: assert f"| {read_json(out/'results'/f'{i}.json')['verdict']} |" in rep.split(f'| `{i}` |')[1].split('\n')[0]
+
+
+def test_rerun_skips_what_is_done(smoke1):
+    out, r, _ = smoke1
+    m0 = read_json(out/'manifest.json'); stamps = {p: p.stat().st_mtime_ns for p in (out/'results').iterdir()}
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
+    assert r2.returncode == 0, r2.stderr
+    assert len(read_json(out/'manifest.json')['runs']) == len(m0['runs'])
+    assert {p: p.stat().st_mtime_ns for p in (out/'results').iterdir()} == stamps
+
+
+def test_changed_parameter_or_force_reruns(smoke1):
+    out, r, _ = smoke1
+    n = len(read_json(out/'manifest.json')['runs'])
+    other = next(i for i in SECTION1 if i != 'clop.thm1')
+    before = (out/'results'/f'{other}.json').stat().st_mtime_ns
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', '--force', '--out', out, '--quiet')
+    assert r2.returncode == 0, r2.stderr
+    m = read_json(out/'manifest.json')
+    assert len(m['runs']) == n + 1 and m['runs'][-1]['ids'] == ['clop.thm1']
+    assert (out/'results'/f'{other}.json').stat().st_mtime_ns == before
+    r3 = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', '-p', 'seed=1', '--out', out, '--quiet')
+    assert r3.returncode == 0, r3.stderr
+    m = read_json(out/'manifest.json')
+    assert len(m['runs']) == n + 2 and m['results']['clop.thm1']['params']['seed'] == 1
+    assert read_json(out/'results'/'clop.thm1.json')['params']['seed'] == 1
+
+
+def test_report_rebuilds_from_disk(smoke1, cli):
+    out, r, _ = smoke1
+    old = (out/'report.md').read_text(); (out/'report.md').unlink()
+    r2 = cli('report', '--out', out)
+    assert r2.returncode == 0, r2.stderr
+    new = (out/'report.md').read_text()
+    strip = lambda s: [l for l in s.splitlines() if not l.startswith('git:')]
+    assert strip(new) == strip(old)
+
+
+def _broken_copy(tmp_path, section):
+    "A copy of nbs/ where `section`'s notebook raises right after its parameters cell."
+    nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
+    p = nbs/SECTIONS[section].notebook; nb = json.loads(p.read_text())
+    k = next(j for j, c in enumerate(nb['cells']) if 'parameters' in c.get('metadata', {}).get('tags', []))
+    nb['cells'].insert(k + 1, dict(cell_type='code', metadata={}, outputs=[], execution_count=None, id='broken',
+                                   source="raise RuntimeError('deliberate failure planted by the test')"))
+    p.write_text(json.dumps(nb))
+    return nbs
+
+
+def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
+    other = next((s for s in (2, 3, 4, 5) if (NBS/SECTIONS[s].notebook).exists()), None)
+    if other is None: pytest.skip('needs a second section notebook')
+    nbs, out = _broken_copy(tmp_path, other), tmp_path/'out'
+    bad = section_ids(other)[0]
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', bad, '--nbs', nbs, '--out', out, '--quiet')
+    assert r.returncode == 1
+    assert 'deliberate failure planted by the test' in r.stderr
+    m = read_json(out/'manifest.json')
+    assert m['results']['clop.thm1']['status'] == 'ok' and (out/'results'/'clop.thm1.nc').exists()
+    err = m['results'][bad]['error']
+    assert m['results'][bad]['status'] == 'failed' and err['ename'] == 'RuntimeError' and err['cell'] is not None
+    kept = out/'runs'/f"{Path(SECTIONS[other].notebook).stem}.smoke.ipynb"
+    assert 'deliberate failure planted by the test' in kept.read_text()
+    row = (out/'report.md').read_text().split(f'| `{bad}` |')[1].split('\n')[0]
+    assert row.rstrip().endswith('| failed |') and 'RuntimeError' in row
+
+
+def test_interrupted_run_leaves_no_partial_file(tmp_path):
+    import xarray as xr
+    from PIL import Image
+    out = tmp_path/'out'; out.mkdir()
+    (out/'report.md').write_text('an earlier report\n')
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--section', '1', '--out', str(out), '--quiet'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and not list((out/'results').glob('*.json')) and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before it could be interrupted'
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert 'interrupted' in err
+    assert [f for f in out.rglob('*') if '.tmp' in f.name or f.name.endswith('.running')] == []
+    for f in out.rglob('*.json'): json.loads(f.read_text())
+    for f in out.rglob('*.nc'): xr.load_dataset(f, engine='h5netcdf')
+    for f in out.rglob('*.png'): Image.open(f).verify()
+    assert (out/'report.md').read_text() == 'an earlier report\n'
