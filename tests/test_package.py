@@ -83,3 +83,8 @@ def test_every_paper_map_id_is_registered_once():
     ids = set(re.findall(r'`([a-z]+\.[a-z0-9_]+)`', shared.read_text()))
     ids = {i for i in ids if i.split('.')[0] in {'pitfalls', 'lee', 'clop', 'margins', 'directclr'}}
     assert ids <= set(PAPER), f'missing from the registry: {sorted(ids - set(PAPER))}'
+    # each row's claim is carried verbatim (the claim itself may contain '|', e.g. |A|)
+    rows = dict(re.findall(r'^\| `([a-z]+\.[a-z0-9_]+)` \| (.*?) \|\s*$', shared.read_text(), flags=re.M))
+    assert rows, 'no table rows parsed from PAPER_MAP.md'
+    wrong = {i: (t, PAPER[i].paper) for i, t in rows.items() if PAPER[i].paper != t.strip()}
+    assert not wrong, f'registry statements differ from PAPER_MAP.md: {wrong}'
