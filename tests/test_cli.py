@@ -115,6 +115,26 @@ def test_changed_parameter_or_force_reruns(smoke1):
     assert read_json(out/'results'/'clop.thm1.json')['params']['seed'] == 1
 
 
+def test_edited_code_reruns_without_force(smoke1, tmp_path):
+    "A result computed by older code is recomputed; the same code again is skipped."
+    out, r, _ = smoke1
+    target = next(i for i in SECTION1 if i != 'clop.thm1')      # still as the fixture computed it (seed 0)
+    n = len(read_json(out/'manifest.json')['runs'])
+    same = run_cli('reproduce', '--profile', 'smoke', '--only', target, '--out', out, '--quiet')
+    assert same.returncode == 0, same.stderr
+    assert len(read_json(out/'manifest.json')['runs']) == n, 'unchanged code and parameters must be skipped'
+    nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
+    p = nbs/SECTIONS[1].notebook; nb = json.loads(p.read_text())
+    k = next(j for j, c in enumerate(nb['cells']) if c['cell_type'] == 'code' and 'parameters' not in c.get('metadata', {}).get('tags', []))
+    nb['cells'][k]['source'] = ''.join(nb['cells'][k]['source']) + '\n# an edit to the code'
+    p.write_text(json.dumps(nb))
+    for expect in (n + 1, n + 1):                                  # recomputed once, then skipped
+        r2 = run_cli('reproduce', '--profile', 'smoke', '--only', target, '--nbs', nbs, '--out', out, '--quiet')
+        assert r2.returncode == 0, r2.stderr
+        m = read_json(out/'manifest.json')
+        assert len(m['runs']) == expect and m['runs'][-1]['ids'] == [target]
+
+
 def test_report_rebuilds_from_disk(smoke1, cli):
     out, r, _ = smoke1
     old = (out/'report.md').read_text(); (out/'report.md').unlink()
@@ -168,7 +188,7 @@ def test_interrupted_run_leaves_no_partial_file(tmp_path):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert 'interrupted' in err
-    assert [f for f in out.rglob('*') if '.tmp' in f.name or f.name.endswith('.running')] == []
+    assert [f for f in out.rglob('*') if '.tmp' in f.name or '.running' in f.name] == []
     for f in out.rglob('*.json'): json.loads(f.read_text())
     for f in out.rglob('*.nc'): xr.load_dataset(f, engine='h5netcdf')
     for f in out.rglob('*.png'): Image.open(f).verify()
