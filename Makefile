@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROFILE ?= cpu
 
-.PHONY: setup reproduce test sync nbtest pytest bench lab
+.PHONY: setup reproduce test sync nbtest nbtest-gpu pytest bench lab
 
 setup: $(STAMP)
 
@@ -34,6 +34,10 @@ sync:
 
 nbtest:
 	$(BIN)/nbdev_test --n_workers 2 --timing
+
+# on a machine with CUDA: also the cells flagged `#| gpu` (device checks of the losses and kNN) and `#| slow`
+nbtest-gpu: setup
+	$(BIN)/nbdev_test --n_workers 1 --timing --flags "gpu slow"
 
 pytest:
 	$(BIN)/python -m pytest tests
