@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROFILE ?= cpu
 
-.PHONY: setup reproduce test sync nbtest nbtest-gpu pytest bench lab
+.PHONY: setup reproduce test sync nbtest nbtest-gpu pytest bench lab readme
 
 setup: $(STAMP)
 
@@ -44,6 +44,10 @@ pytest:
 
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks
+
+# README.md mirrors nbs/index.ipynb (no Quarto here for nbdev_readme)
+readme: setup
+	$(BIN)/python tools/readme_from_index.py
 
 lab: setup
 	$(BIN)/jupyter lab nbs/
