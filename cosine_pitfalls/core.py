@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #a6b95b81
 from __future__ import annotations
-import contextlib, datetime, hashlib, json, os, random, subprocess, tempfile
+import contextlib, datetime, hashlib, json, math, os, random, subprocess, tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,8 +16,9 @@ import xarray as xr
 from .paper import PAPER, SECTIONS, check_ids, section_ids
 
 # %% auto #0
-__all__ = ['PROFILES', 'VERDICTS', 'check_choice', 'check_positive', 'set_seed', 'get_device', 'atomic_path', 'atomic_write_text',
-           'params_hash', 'git_sha', 'SectionRun', 'load_result']
+__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'set_seed',
+           'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha', 'paired_diff',
+           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'SectionRun', 'load_result']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -64,6 +65,11 @@ def get_device(device: str | torch.device = 'auto',  # 'auto', 'cpu', 'cuda' or 
     return torch.device(device)
 
 # %% ../nbs/00_core.ipynb #14213941
+def current_umask() -> int:
+    "The process's umask (read by setting it and restoring it at once)."
+    mask = os.umask(0o022); os.umask(mask)
+    return mask
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path,  # final destination
                ):
@@ -73,6 +79,7 @@ def atomic_path(path: str | Path,  # final destination
     os.close(fd); tmp = Path(tmp)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~current_umask())    # mkstemp makes 0600; a written file gets the usual mode
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -105,8 +112,69 @@ def git_sha(root: str | Path | None = None,  # a folder inside the checkout; def
     except (OSError, subprocess.SubprocessError):
         return 'unknown'
 
+# %% ../nbs/00_core.ipynb #5e1d7c02
+VERDICTS = ('agree', 'corrected', 'differ', 'inconclusive', 'rebuilt')
+VERDICT_RULE = {
+    'agree': "the paper's statement, as printed, holds in our run",
+    'corrected': 'the printed statement is wrong; the notebook derives a corrected form, and that holds',
+    'differ': 'our run contradicts the claim',
+    'inconclusive': 'the effect lies within noise (|paired mean difference| <= 2 s.e. over seeds), '
+                    'or the scale we ran cannot test it (the ours line says which)',
+    'rebuilt': 'recomputed from a closed form or an identity, so it cannot come out otherwise',
+}
+SIGNIFICANCE_Z = 2.0   # an effect over seeds counts only beyond this many paired standard errors
+
+def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` dimension (seeds)
+                b: xr.DataArray,      # the metric of setting B, paired with `a` along `dim`
+                dim: str = 'seed',    # the dimension over which the pairs are formed
+               ) -> tuple[xr.DataArray, xr.DataArray]:  # mean of a − b, its standard error (NaN if n < 2)
+    "Mean of the paired differences `a − b` over `dim` and its standard error (sample std / √n)."
+    d = a - b
+    if dim not in d.dims: raise ValueError(f"dim {dim!r} is not a dimension of the paired metrics; they have {d.dims}")
+    n = d.sizes[dim]
+    mean = d.mean(dim)
+    se = d.std(dim, ddof=1) / np.sqrt(n) if n > 1 else xr.full_like(mean, np.nan, dtype=float)
+    return mean, se
+
+def effect_sign(diff, se,                 # paired mean difference and its standard error (numbers or arrays)
+                z: float = SIGNIFICANCE_Z,  # how many standard errors an effect must exceed
+               ):                          # +1 (a real increase), −1 (a real decrease), 0 (within noise or untestable)
+    "The sign of an effect that lies beyond `z` paired standard errors, else 0 (a NaN s.e. never counts)."
+    diff, se = np.asarray(diff, dtype=float), np.asarray(se, dtype=float)
+    out = np.where(np.isfinite(se) & (diff > z * se) & (diff != 0), 1, 0)
+    out = np.where(np.isfinite(se) & (diff < -z * se) & (diff != 0), -1, out)
+    return int(out) if out.ndim == 0 else out
+
+def judge_effect(diff, se,                 # paired mean difference a − b and its standard error (scalars)
+                 expected: int,            # +1: the claim says a > b; −1: a < b
+                 z: float = SIGNIFICANCE_Z,
+                ) -> str:                  # 'agree', 'differ' or 'inconclusive'
+    "Verdict on a claimed direction: beyond `z` s.e. the claimed way → agree, the other way → differ, else inconclusive."
+    check_choice('expected', expected, (1, -1))
+    s = effect_sign(float(diff), float(se), z)
+    return 'inconclusive' if s == 0 else 'agree' if s == expected else 'differ'
+
+def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., decimals shown
+                z: float = SIGNIFICANCE_Z,
+               ) -> str:                   # e.g. '+0.023 ± 0.017 (1.4 s.e.: within noise)'
+    "A paired effect as text, with its size in standard errors and whether it counts."
+    diff, se = float(diff), float(se)
+    if not np.isfinite(se): return f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
+    ratio = abs(diff) / se if se > 0 else float('inf')
+    word = 'within noise' if effect_sign(diff, se, z) == 0 else 'beyond noise'
+    return f'{diff:+.{digits}f} ± {se:.{digits}f} ({ratio:.1f} s.e.: {word})'
+
+def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of one claim
+                    ) -> str:                  # the claim's verdict: its weakest part's
+    "One verdict for a claim with several parts: differ > inconclusive > corrected > agree > rebuilt."
+    vs = [check_choice('verdict', v, VERDICTS) for v in verdicts]
+    if not vs: raise ValueError('verdicts must name at least one verdict')
+    for v in ('differ', 'inconclusive', 'corrected', 'agree'):
+        if v in vs: return v
+    return 'rebuilt'
+
 # %% ../nbs/00_core.ipynb #86561089
-VERDICTS = ('agree', 'differ')
+JOB_ENV = 'COSINE_PITFALLS_JOB'   # the runner puts its job hash (notebook, parameters, code) here for the kernel
 
 def _nc_attrs(attrs: dict) -> dict:
     "netCDF attributes hold strings and numbers: encode the rest as JSON."
@@ -151,7 +219,7 @@ class SectionRun:
              ds: xr.Dataset,                # the data behind the result
              *, table: pd.DataFrame,        # the table the report shows
              ours: str,                     # one line: our number / what our run shows
-             verdict: str,                  # 'agree' or 'differ' with the paper
+             verdict: str,                  # one of VERDICTS, by the rule above
              fig=None,                      # matplotlib figure (required for figure IDs)
             ) -> dict:                      # the summary written to results/<ID>.json
         "Register result `id`: check it, stamp provenance into `ds.attrs`, write its files under `out_dir`."
@@ -161,9 +229,11 @@ class SectionRun:
         if not isinstance(table, pd.DataFrame): raise TypeError(f"table must be a pandas.DataFrame; got {type(table).__name__}")
         if not (isinstance(ours, str) and ours.strip()): raise ValueError("ours must be a non-empty one-line string")
         if PAPER[id].kind == 'figure' and fig is None: raise ValueError(f"{id} is a figure result: pass fig=")
+        files = [f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md'] + ([f'figures/{id}.png'] if fig is not None else [])
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),
                        verdict=verdict, paper=PAPER[id].paper, params=self.params,
-                       params_hash=params_hash(self.params), git_sha=git_sha(), version=_version(),
+                       params_hash=params_hash(self.params), job_hash=os.environ.get(JOB_ENV), files=files,
+                       git_sha=git_sha(), version=_version(),
                        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
         ds = ds.copy()
         ds.attrs.update(_nc_attrs(dict(id=id, paper=PAPER[id].source, paper_statement=PAPER[id].paper,
@@ -177,7 +247,7 @@ class SectionRun:
             atomic_write_text(out/'tables'/f'{id}.md', f"# {id}\n\n{table.to_markdown()}\n")
             if fig is not None:
                 with atomic_path(out/'figures'/f'{id}.png') as tmp: fig.savefig(tmp, dpi=110, bbox_inches='tight', format='png')
-            atomic_write_text(out/'results'/f'{id}.json', json.dumps(summary, indent=1, default=str))
+            atomic_write_text(out/'results'/f'{id}.json', json.dumps(summary, indent=1, default=str))   # last: marks the ID complete
         self.saved[id] = summary
         return summary
 

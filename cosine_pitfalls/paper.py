@@ -59,7 +59,7 @@ PAPER = {r.id: r for r in [
     _r('pitfalls.prop1', 1, '∇_{z_i} of L^A = −ẑ_iᵀẑ_j is −(1/‖z_i‖)(I − ẑ_iẑ_iᵀ)ẑ_j, orthogonal to z_i, with norm sin φ_ij / ‖z_i‖'),
     _r('pitfalls.cor2', 1, "one gradient step on the cosine loss (or InfoNCE) never shrinks the embedding: ‖z_i'‖² = ‖z_i‖² + γ²‖∇‖² ≥ ‖z_i‖²"),
     _r('pitfalls.thm3', 1, 'for equal norms ρ, one simultaneous step with rate γ raises the cosine similarity by exactly (γ sin²φ/ρ²)(2 − γ cos φ/ρ²) (A.3), hence < 2γ sin²φ/ρ²: check exact value and bound'),
-    _r('pitfalls.cor4', 1, 'InfoNCE gradient w.r.t. z_i is −(1/‖z_i‖)[(ẑ_j)_⊥ − Σ_k (ẑ_k · ExpSim/S_i)_⊥] (mind the sign of the repulsive term; verify and state the correct form), with and without temperature'),
+    _r('pitfalls.cor4', 1, 'InfoNCE gradient w.r.t. z_i is −(1/‖z_i‖)[(ẑ_j)_⊥ + Σ_k (ẑ_k · ExpSim/S_i)_⊥] (Eq. 4 as printed), with and without temperature'),
     _r('pitfalls.prop5', 1, 'P[ẑ_iᵀẑ_j ≥ 1−ε] ≤ 1/(2d(1−ε)²) for i.i.d. Gaussians; table of bound vs Monte Carlo over d and ε'),
     _r('margins.thm41', 1, 'with margins, ∂L_i/∂θ_ij = ∂L̃_i/∂θ_ij · sin(θ_ij+m₁p_ij)/sin θ_ij · (p_ij−βq_ij)/(p_ij−βq̃_ij)'),
     _r('margins.lemma42', 1, 'for β=1 and one-hot p, the ratio equals Σexp(δ̃)/Σexp(δ)'),
