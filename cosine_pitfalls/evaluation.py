@@ -12,8 +12,8 @@ from torch import Tensor
 from .core import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['METRICS', 'WEIGHTINGS', 'knn_predict', 'knn_majority', 'knn_weighted', 'knn_accuracy', 'singular_values',
-           'covariance_spectrum', 'effective_rank']
+__all__ = ['METRICS', 'WEIGHTINGS', 'knn_scores', 'knn_predict', 'knn_majority', 'knn_weighted', 'knn_accuracy', 'topk_hits',
+           'knn_topk', 'linear_probe', 'singular_values', 'covariance_spectrum', 'effective_rank']
 
 # %% ../nbs/12_evaluation.ipynb #072e68b2
 METRICS = ('euclidean', 'cosine')
@@ -35,17 +35,17 @@ def _check_knn(train_x: Tensor, train_y: Tensor, test_x: Tensor, k: int, chunk_s
         raise ValueError(f"k must be an integer with 1 <= k <= number of training points ({n}); got {k!r}")
     if not isinstance(chunk_size, int) or chunk_size < 1: raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
 
-def knn_predict(train_x: Tensor,            # training features, (*b, n, d)
-                train_y: Tensor,            # training labels, (*b, n) or (n,), integers >= 0
-                test_x: Tensor,             # test features, (*b, m, d)
-                k: int = 5,                 # neighbours, 1 <= k <= n
-                metric: str = 'euclidean',  # 'euclidean' distance or 'cosine' similarity picks the neighbours
-                weighting: str = 'majority',  # 'majority' (one vote each) or 'similarity' (weight exp(cos/T); needs metric='cosine')
-                temperature: float = 0.1,   # T of the similarity weights
-                num_classes: int | None = None,  # default: 1 + the largest training label
-                chunk_size: int = 1024,     # test points per chunk
-               ) -> Tensor:                 # (*b, m) predicted class indices
-    "kNN class predictions for `test_x` from `(train_x, train_y)`, batched over leading dims and chunked over test points."
+def knn_scores(train_x: Tensor,            # training features, (*b, n, d)
+               train_y: Tensor,            # training labels, (*b, n) or (n,), integers >= 0
+               test_x: Tensor,             # test features, (*b, m, d)
+               k: int = 5,                 # neighbours, 1 <= k <= n
+               metric: str = 'euclidean',  # 'euclidean' distance or 'cosine' similarity picks the neighbours
+               weighting: str = 'majority',  # 'majority' (one vote each) or 'similarity' (weight exp(cos/T); needs metric='cosine')
+               temperature: float = 0.1,   # T of the similarity weights
+               num_classes: int | None = None,  # default: 1 + the largest training label
+               chunk_size: int = 1024,     # test points per chunk
+              ) -> Tensor:                 # (*b, m, C) the vote each class gets
+    "kNN class votes for `test_x` from `(train_x, train_y)`, batched over leading dims and chunked over test points."
     _check_knn(train_x, train_y, test_x, k, chunk_size)
     check_choice('metric', metric, METRICS); check_choice('weighting', weighting, WEIGHTINGS); check_positive('temperature', temperature)
     if weighting == 'similarity' and metric != 'cosine':
@@ -64,9 +64,15 @@ def knn_predict(train_x: Tensor,            # training features, (*b, n, d)
         top, idx = score.topk(k, dim=-1)                                   # (*b, q, k)
         votes = torch.gather(y.unsqueeze(-2).expand(*idx.shape[:-1], y.shape[-1]), -1, idx)  # (*b, q, k)
         w = torch.ones_like(top) if weighting == 'majority' else torch.exp(top / temperature)
-        tally = torch.zeros(*idx.shape[:-1], c, dtype=w.dtype, device=w.device).scatter_add_(-1, votes, w)  # (*b, q, c)
-        preds.append(tally.argmax(-1))                                     # first maximum: the smallest class wins ties
-    return torch.cat(preds, dim=-1)
+        preds.append(torch.zeros(*idx.shape[:-1], c, dtype=w.dtype, device=w.device).scatter_add_(-1, votes, w))  # (*b, q, c)
+    return torch.cat(preds, dim=-2)
+
+def knn_predict(train_x: Tensor, train_y: Tensor, test_x: Tensor,  # as in `knn_scores`
+                k: int = 5, metric: str = 'euclidean', weighting: str = 'majority', temperature: float = 0.1,
+                num_classes: int | None = None, chunk_size: int = 1024,
+               ) -> Tensor:                 # (*b, m) predicted class indices
+    "kNN class predictions: the class with the largest vote (`knn_scores`); ties go to the smallest class index."
+    return knn_scores(train_x, train_y, test_x, k, metric, weighting, temperature, num_classes, chunk_size).argmax(-1)
 
 def knn_majority(train_x: Tensor, train_y: Tensor, test_x: Tensor,
                  k: int = 5,                 # the CLOP paper's k
@@ -98,6 +104,63 @@ def knn_accuracy(train_x: Tensor,  # (*b, n, d)
     if test_y.shape[-1] != pred.shape[-1]:
         raise ValueError(f"test_y must have shape (*b, m) or (m,) with m = test_x.shape[-2] = {pred.shape[-1]}; got {tuple(test_y.shape)}")
     return (pred == test_y.to(pred.device)).float().mean(-1)
+
+# %% ../nbs/12_evaluation.ipynb #e7a10c02
+def topk_hits(scores: Tensor,  # (*b, m, C) class scores
+              y: Tensor,       # (*b, m) or (m,) true classes
+              ks: tuple = (1, 5),  # which top-k accuracies
+             ) -> dict[int, Tensor]:  # k -> (*b,) share of points whose class is among the k best scored
+    "Top-k accuracies from class scores; k larger than the number of classes counts every point right."
+    y = y.to(scores.device)
+    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices  # ties: the smaller class first, like argmax
+    out = {}
+    for k in ks:
+        if not isinstance(k, int) or k < 1: raise ValueError(f"ks must hold positive integers; got {ks!r}")
+        out[k] = (order[..., :k] == y.unsqueeze(-1)).any(-1).float().mean(-1)
+    return out
+
+def knn_topk(train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor,  # features (*b, n, d), (*b, m, d)
+             k: int = 200, temperature: float = 0.1,  # the SSL monitor's neighbours and weights
+             ks: tuple = (1, 5), chunk_size: int = 1024,
+            ) -> dict[int, Tensor]:     # k -> (*b,) accuracy
+    "Top-1 / top-5 accuracy of the similarity-weighted kNN (cosine, k = 200, T = 0.1)."
+    c = int(max(int(train_y.max()), int(test_y.max()))) + 1
+    sc = knn_scores(train_x, train_y, test_x, k=k, metric='cosine', weighting='similarity', temperature=temperature,
+                    num_classes=c, chunk_size=chunk_size)
+    return topk_hits(sc, test_y, ks)
+
+# %% ../nbs/12_evaluation.ipynb #e7a10c03
+def linear_probe(train_x: Tensor, train_y: Tensor,  # frozen training features (n, d) and labels (n,)
+                 test_x: Tensor, test_y: Tensor,    # frozen test features (m, d) and labels (m,)
+                 epochs: int = 100,                 # passes over the training features
+                 lr: float = 1e-2,                  # AdamW learning rate (cosine-annealed to 0)
+                 weight_decay: float = 1e-4,        # AdamW weight decay
+                 batch_size: int = 1024,            # mini-batch of features
+                 seed: int = 0,                     # shuffling and initialization
+                 ks: tuple = (1, 5),
+                ) -> dict[str, float]:              # 'top1', 'top5' (test), 'train_top1'
+    "Softmax regression on standardized frozen features; top-k test accuracy."
+    for name, v in (('epochs', epochs), ('batch_size', batch_size)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{name} must be a positive integer; got {v!r}")
+    check_positive('lr', lr); check_positive('weight_decay', weight_decay, strict=False)
+    _check_knn(train_x, train_y, test_x, 1, 1)
+    if train_x.dim() != 2: raise ValueError(f"linear_probe takes one problem: train_x (n, d); got {tuple(train_x.shape)}")
+    dev, c = train_x.device, int(max(int(train_y.max()), int(test_y.max()))) + 1
+    mu, sd = train_x.float().mean(0), train_x.float().std(0).clamp_min(1e-6)
+    xtr, xte = (train_x.float() - mu) / sd, (test_x.float() - mu) / sd
+    g = torch.Generator(device='cpu').manual_seed(seed)
+    w = torch.zeros(c, xtr.shape[1], device=dev, requires_grad=True); b = torch.zeros(c, device=dev, requires_grad=True)
+    opt = torch.optim.AdamW([w, b], lr=lr, weight_decay=weight_decay)
+    steps = epochs * -(-len(xtr) // batch_size); sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    ytr = train_y.to(dev)
+    for _ in range(epochs):
+        for idx in torch.randperm(len(xtr), generator=g).to(dev).split(batch_size):
+            loss = F.cross_entropy(xtr[idx] @ w.T + b, ytr[idx])
+            opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+    with torch.no_grad():
+        hits = topk_hits(xte @ w.T + b, test_y, ks)
+        train_hit = topk_hits(xtr @ w.T + b, ytr, (1,))[1]
+    return {**{f'top{k}': float(v) for k, v in hits.items()}, 'train_top1': float(train_hit)}
 
 # %% ../nbs/12_evaluation.ipynb #b69d0a3b
 def _check_features(z: Tensor) -> None:
