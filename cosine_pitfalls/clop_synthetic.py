@@ -16,16 +16,18 @@ import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import SectionRun, check_choice, check_positive, set_seed
+from .core import (SectionRun, check_choice, check_positive, combine_verdicts, effect_text, judge_effect,
+                                  paired_diff, set_seed)
 from .evaluation import effective_rank, knn_accuracy, singular_values
 from .losses import PROTOTYPES, SIMILARITIES, barlow_twins, clop_term, info_nce, make_prototypes, vicreg
 from .paper import PAPER
 
 # %% auto #0
-__all__ = ['PROFILES', 'STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy',
-           'BatchedMLP', 'Variant', 'base_loss', 'torch_threads', 'train_variants', 'measure', 'prototype_alignment',
-           'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std', 'paired', 'base_table', 'plot_embeddings',
-           'plot_spectra', 'table5_summary']
+__all__ = ['PROFILES', 'STREAMS', 'BASES', 'CLOP_WEIGHTINGS', 'BASE_NAMES', 'SSL', 'stream', 'make_lines', 'augment',
+           'nearest_line_accuracy', 'BatchedMLP', 'Variant', 'bt_lambda_for', 'base_loss', 'torch_threads',
+           'train_variants', 'measure', 'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std',
+           'base_table', 'plot_embeddings', 'plot_spectra', 'judge_bases', 'table5_summary', 'parts_verdict',
+           'lambda_parts']
 
 # %% ../nbs/03_clop_synthetic.ipynb #45292c90
 _FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5', 'similarities': 'cosine,euclidean,manhattan'}
@@ -122,6 +124,7 @@ class BatchedMLP(nn.Module):
         return x
 
 BASES = ('infonce', 'dcl', 'barlow_twins', 'vicreg')
+CLOP_WEIGHTINGS = ('mean', 'literal')
 BASE_NAMES = {'infonce': 'InfoNCE', 'dcl': 'DCL', 'barlow_twins': 'Barlow Twins', 'vicreg': 'VICReg'}
 
 @dataclass(frozen=True)
@@ -130,26 +133,41 @@ class Variant:
     prototypes: str = 'none'     # 'none', 'orthonormal' or 'etf'
     weight: float = 1.0          # λ
     similarity: str = 'cosine'   # 'cosine', 'euclidean' or 'manhattan'
+    weighting: str = 'mean'      # 'mean': λ × mean over labelled embeddings; 'literal': eq. (4)'s λ × sum, per anchor
 
     def __post_init__(self):
         check_choice('prototypes', self.prototypes, ('none',) + PROTOTYPES)
         check_choice('similarity', self.similarity, SIMILARITIES); check_positive('weight', self.weight, strict=False)
+        check_choice('weighting', self.weighting, CLOP_WEIGHTINGS)
 
     @property
     def label(self) -> str:
-        "Short name, unique per variant: `SSL` or `CLOP orthonormal λ=1 cosine`."
-        return 'SSL' if self.prototypes == 'none' else f'CLOP {self.prototypes} λ={self.weight:g} {self.similarity}'
+        "Short name, unique per variant: `SSL`, `CLOP orthonormal λ=1 cosine`, or `... literal` for eq. (4) read literally."
+        if self.prototypes == 'none': return 'SSL'
+        return f'CLOP {self.prototypes} λ={self.weight:g} {self.similarity}' + (' literal' if self.weighting == 'literal' else '')
 
 SSL = Variant('none')
+
+def bt_lambda_for(text: str | float,  # '1/d', or a non-negative number
+                  dim: int,           # embedding dimension d
+                 ) -> float:          # Barlow Twins' off-diagonal weight λ_off
+    "The Barlow Twins off-diagonal weight: `'1/d'` scales it with the embedding dimension, a number is used as given."
+    if isinstance(text, str) and text.strip() == '1/d': return 1.0 / dim
+    try: v = float(text)
+    except (TypeError, ValueError): raise ValueError(f"bt_lambda must be '1/d' or a non-negative number; got {text!r}") from None
+    return check_positive('bt_lambda', v, strict=False)
 
 def base_loss(base: str,            # 'infonce', 'dcl', 'barlow_twins' or 'vicreg'
               z1: Tensor, z2: Tensor,  # the two views' embeddings, (B, m, d)
               temperature: float = 0.5,  # τ of InfoNCE / DCL
+              bt_lambda: float | str = '1/d',  # Barlow Twins λ_off ('1/d' or a number; authors: 0.005 at d = 8192)
+              vicreg_cov: float = 1.0,   # VICReg covariance weight (authors: 1)
              ) -> Tensor:           # (B,)
     "The self-supervised loss of one base method, batched over models."
     check_choice('base', base, BASES)
     if base in ('infonce', 'dcl'): return info_nce(z1, z2, temperature, decoupled=base == 'dcl')
-    return barlow_twins(z1, z2) if base == 'barlow_twins' else vicreg(z1, z2)
+    if base == 'barlow_twins': return barlow_twins(z1, z2, lambd=bt_lambda_for(bt_lambda, z1.shape[-1]))
+    return vicreg(z1, z2, cov_coeff=vicreg_cov)
 
 # %% ../nbs/03_clop_synthetic.ipynb #e8c1b6c3
 @contextlib.contextmanager
@@ -173,6 +191,8 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
                    temperature: float = 0.5,   # τ of InfoNCE / DCL
                    noise_var: float = 0.05,    # augmentation noise variance
                    flip_p: float = 0.5,        # augmentation sign-flip probability
+                   bt_lambda: float | str = '1/d',  # Barlow Twins λ_off
+                   vicreg_cov: float = 1.0,    # VICReg covariance weight
                    progress: bool = False,     # show a (throttled) progress bar
                   ) -> tuple[Tensor, Tensor]:  # embeddings (V, S, n, d) of all points after training; loss (steps, V, S)
     "Train `len(variants) x len(seeds)` MLPs on one base loss (plus CLOP where a variant asks for it) as one batched program."
@@ -185,16 +205,17 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
         if not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive integer; got {v!r}")
     if batch_size > n: raise ValueError(f"batch_size must be <= n_points ({n}); got {batch_size}")
     check_positive('lr', lr); check_positive('temperature', temperature)
+    bt_lambda_for(bt_lambda, d); check_positive('vicreg_cov', vicreg_cov, strict=False)
     V, k = len(variants), int(y.max()) + 1
     model = BatchedMLP(seeds, (d, hidden, hidden, d), copies=V)
     protos = torch.zeros(V, S, k, d)                                        # (V, S, k, d), zeros where unused
     for v, var in enumerate(variants):
         if var.prototypes != 'none':
             protos[v] = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes')) for s in seeds])
-    groups = {}                                                             # similarity -> variants using it
+    groups = {}                                                             # (similarity, weighting) -> variants
     for v, var in enumerate(variants):
-        if var.prototypes != 'none': groups.setdefault(var.similarity, []).append(v)
-    groups = {sim: torch.tensor(vs) for sim, vs in groups.items()}
+        if var.prototypes != 'none': groups.setdefault((var.similarity, var.weighting), []).append(v)
+    groups = {key: torch.tensor(vs) for key, vs in groups.items()}
     weights = torch.tensor([var.weight for var in variants])                # (V,)
     y_known = torch.where(labelled, y, -1)                                  # (S, n) labels of the labelled subset only
     gens = [stream(s, 'train') for s in seeds]
@@ -206,11 +227,13 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
         yb = torch.gather(y_known, 1, idx)                                                  # (S, m)
         views = torch.cat([augment(xb, gens, noise_var, flip_p), augment(xb, gens, noise_var, flip_p)], dim=1)  # (S, 2m, d)
         z = model(views.repeat(V, 1, 1))                                                    # (V*S, 2m, d)
-        loss = base_loss(base, z[:, :batch_size], z[:, batch_size:], temperature).view(V, S)
+        loss = base_loss(base, z[:, :batch_size], z[:, batch_size:], temperature, bt_lambda, vicreg_cov).view(V, S)
         zv, yv = z.view(V, S, 2 * batch_size, d), torch.cat([yb, yb], dim=1)                # both views carry the label
         extra = torch.zeros(V, S)
-        for sim, vs in groups.items():
-            extra = extra.index_put((vs,), weights[vs, None] * clop_term(zv[vs], yv, protos[vs], sim))
+        for (sim, how), vs in groups.items():                               # 'literal': eq. (4)'s sum, per anchor of the batch
+            term = (clop_term(zv[vs], yv, protos[vs], sim) if how == 'mean'
+                    else clop_term(zv[vs], yv, protos[vs], sim, reduction='sum') / (2 * batch_size))
+            extra = extra.index_put((vs,), weights[vs, None] * term)
         total = loss + extra                                                                # (V, S)
         opt.zero_grad(); total.sum().backward(); opt.step()
         losses[step] = total.detach()
@@ -288,7 +311,7 @@ def sweep(variants: list[Variant],   # variants to train for every base
           n_points: int = 500, noise_var: float = 0.05, flip_p: float = 0.5, label_frac: float = 0.1, knn_k: int = 5,
           progress: bool = False,    # progress bars
           threads: int = 1,          # torch CPU threads while training (0: leave as is)
-          **train_kw,                # steps, batch_size, lr, hidden, temperature
+          **train_kw,                # steps, batch_size, lr, hidden, temperature, bt_lambda, vicreg_cov
          ) -> xr.Dataset:
     "Train and measure every (base, variant, seed); one dataset with dims base x variant x seed."
     for b in bases: check_choice('base', b, BASES)
@@ -322,7 +345,8 @@ def sweep(variants: list[Variant],   # variants to train for every base
          'acc_oracle': (('seed',), nearest_line_accuracy(data).numpy(), {'long_name': 'reference: nearest true line (oracle)'})},
         coords={'base': list(bases), 'variant': labels, 'seed': list(seeds),
                 'prototypes': ('variant', [v.prototypes for v in variants]), 'weight': ('variant', [float(v.weight) for v in variants]),
-                'similarity': ('variant', [v.similarity for v in variants]), 'component': [1, 2, 3][:emb.shape[-1]]},
+                'similarity': ('variant', [v.similarity for v in variants]),
+                'weighting': ('variant', [v.weighting for v in variants]), 'component': [1, 2, 3][:emb.shape[-1]]},
         attrs={'units': 'accuracy: fraction of the 90% unlabelled points', **{k: v for k, v in train_kw.items()},
                'n_points': n_points, 'noise_var': noise_var, 'flip_p': flip_p, 'label_frac': label_frac, 'knn_k': knn_k})
     return ds
@@ -332,12 +356,6 @@ def mean_std(da: xr.DataArray, dim: str = 'seed', digits: int = 3) -> xr.DataArr
     "`'mean ± std'` strings over `dim`."
     m, s = da.mean(dim), da.std(dim, ddof=1) if da.sizes[dim] > 1 else da.std(dim)
     return xr.apply_ufunc(np.vectorize(lambda a, b: f'{a:.{digits}f} ± {b:.{digits}f}'), m, s)
-
-def paired(a: xr.DataArray, b: xr.DataArray, dim: str = 'seed') -> tuple[xr.DataArray, xr.DataArray]:
-    "Mean of the per-seed differences `a − b` and its standard error."
-    d = a - b
-    n = d.sizes[dim]
-    return d.mean(dim), (d.std(dim, ddof=1) / math.sqrt(n) if n > 1 else xr.zeros_like(d.mean(dim)))
 
 def base_table(ds: xr.Dataset, var: str = 'acc', digits: int = 3) -> pd.DataFrame:
     "Table base loss x variant of `var`, as 'mean ± std' over seeds."
@@ -378,21 +396,65 @@ def plot_spectra(ds: xr.Dataset, variants: list[str], axes):
     axes[0].set_ylabel('σ_k / Σσ (normalized embeddings)')
 
 # %% ../nbs/03_clop_synthetic.ipynb #7f3d7b99
-def table5_summary(ds: xr.Dataset, clop: str) -> tuple[pd.DataFrame, dict]:
-    "Table 5 view (SSL vs +CLOP per base) and the three tested parts of the claim."
-    s, c = ds.sel(variant='SSL'), ds.sel(variant=clop)
-    d_acc, se_acc = paired(c.acc, s.acc)
-    tab = pd.DataFrame({
-        'kNN acc, SSL': mean_std(s.acc).to_pandas(), 'kNN acc, +CLOP': mean_std(c.acc).to_pandas(),
-        'Δ acc (paired ± s.e.)': [f'{a:+.3f} ± {e:.3f}' for a, e in zip(d_acc.values, se_acc.values)],
-        'erank ẑ, SSL': mean_std(s.erank, digits=2).to_pandas(), 'erank ẑ, +CLOP': mean_std(c.erank, digits=2).to_pandas(),
-        'class |cos|, SSL': mean_std(s.class_cos, digits=2).to_pandas(), 'class |cos|, +CLOP': mean_std(c.class_cos, digits=2).to_pandas(),
-        'erank cov, SSL': mean_std(s.erank_centered, digits=2).to_pandas(), 'erank cov, +CLOP': mean_std(c.erank_centered, digits=2).to_pandas()})
-    tab.index = [BASE_NAMES[b] for b in tab.index]; tab.index.name = 'base loss'
+def judge_bases(a: xr.DataArray,   # metric of setting A, dims (base, seed)
+                b: xr.DataArray,   # metric of setting B, paired with `a`
+                expected: int,     # +1: the claim says A > B; −1: A < B
+                digits: int = 3,   # decimals in the text
+               ) -> dict[str, tuple[str, str]]:  # base -> (verdict, 'Δ ± s.e. (… s.e.: …)')
+    "Per base loss: the paired effect A − B over seeds, judged by the significance rule, and its text."
+    d, se = paired_diff(a, b)
+    return {str(k): (judge_effect(d.sel(base=k), se.sel(base=k), expected),
+                     effect_text(d.sel(base=k), se.sel(base=k), digits)) for k in a.base.values}
+
+def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and the CLOP variants
+                   clops: dict,      # weighting name -> CLOP variant label
+                  ) -> tuple[pd.DataFrame, dict]:  # the table; part -> weighting -> base -> (verdict, text)
+    "Table 5 view (SSL vs + CLOP per base, each weighting) and the three judged parts of the claim."
+    s = ds.sel(variant='SSL')
+    cols = {'kNN acc, SSL': mean_std(s.acc).to_pandas(), 'erank ẑ, SSL': mean_std(s.erank, digits=2).to_pandas(),
+            'class |cos|, SSL': mean_std(s.class_cos, digits=2).to_pandas()}
     contrastive = [b for b in ('infonce', 'dcl') if b in ds.base.values]
-    parts = {
-        'accuracy': {b: bool(c.acc.sel(base=b).mean() >= s.acc.sel(base=b).mean()) for b in ds.base.values},
-        'orthogonality': {b: bool(c.class_cos.sel(base=b).mean() < s.class_cos.sel(base=b).mean()) for b in ds.base.values},
-        'collapse': {b: bool(s.erank.sel(base=b).mean() < c.erank.sel(base=b).mean()) for b in contrastive},
-    }
+    parts = {'accuracy': {}, 'orthogonality': {}, 'collapse': {}}
+    for how, lab in clops.items():
+        c = ds.sel(variant=lab)
+        parts['accuracy'][how] = judge_bases(c.acc, s.acc, +1)
+        parts['orthogonality'][how] = judge_bases(c.class_cos, s.class_cos, -1, 2)
+        parts['collapse'][how] = judge_bases(c.erank.sel(base=contrastive), s.erank.sel(base=contrastive), +1, 2)
+        cols[f'kNN acc, +CLOP {how}'] = mean_std(c.acc).to_pandas()
+        cols[f'Δ acc {how} (paired)'] = pd.Series({b: t for b, (_, t) in parts['accuracy'][how].items()})
+        cols[f'erank ẑ, +CLOP {how}'] = mean_std(c.erank, digits=2).to_pandas()
+        cols[f'class |cos|, +CLOP {how}'] = mean_std(c.class_cos, digits=2).to_pandas()
+        cols[f'kNN acc on ẑ, +CLOP {how}'] = mean_std(c.acc_normalized).to_pandas()
+    cols['kNN acc on ẑ, SSL'] = mean_std(s.acc_normalized).to_pandas()
+    tab = pd.DataFrame(cols); tab.index = [BASE_NAMES[b] for b in tab.index]; tab.index.name = 'base loss'
     return tab, parts
+
+def parts_verdict(parts: dict) -> str:
+    "The weakest verdict over every part, weighting and base of a nested `{part: {weighting: {base: (verdict, text)}}}`."
+    return combine_verdicts(v for p in parts.values() for w in p.values() for v, _ in w.values())
+
+# %% ../nbs/03_clop_synthetic.ipynb #6b11f0a2
+def lambda_parts(acc: xr.DataArray,  # kNN accuracy by variant x seed, averaged over base losses
+                 lams: list,         # the λ of each variant, in order
+                 labels: list,       # the variant labels
+                 best_set: tuple = (1.0, 1.5),  # the paper's best λ values
+                ) -> dict:           # part -> (verdict, text)
+    "clop Table 1's two claims on one λ sweep: the best λ lies in `best_set`, and every λ is within noise of the best."
+    mean = {lab: float(acc.sel(variant=lab).mean('seed')) for lab in labels}
+    best = max(labels, key=mean.get)
+    inset = [l for l, w in zip(labels, lams) if w in best_set]
+    out = [l for l, w in zip(labels, lams) if w not in best_set]
+    if inset and out:
+        top = max(inset, key=mean.get)
+        wins = [judge_effect(*paired_diff(acc.sel(variant=top), acc.sel(variant=l)), +1) for l in out]
+        losses = [all(judge_effect(*paired_diff(acc.sel(variant=l), acc.sel(variant=i)), +1) == 'agree' for i in inset)
+                  for l in out]
+        best_v = 'agree' if all(w == 'agree' for w in wins) else 'differ' if any(losses) else 'inconclusive'
+    else: best_v = 'inconclusive'                                      # the sweep cannot test it
+    below = {l: judge_effect(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)), +1) for l in labels if l != best}
+    stable_v = 'differ' if any(v == 'agree' for v in below.values()) else 'agree'
+    w_of = dict(zip(labels, lams))
+    texts = ', '.join(f'λ={w_of[l]:g}: {mean[l]:.3f}' for l in labels)
+    gaps = '; '.join(f'best − λ={w_of[l]:g} {effect_text(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)))}'
+                     for l in labels if l != best)
+    return {'best': (best_v, f'{texts}; best λ={w_of[best]:g}'), 'stable': (stable_v, gaps)}

@@ -4,16 +4,18 @@
 
 # %% ../nbs/90_runner.ipynb #b4392aba
 from __future__ import annotations
-import argparse, datetime, hashlib, importlib, json, math, os, platform, re, signal, sys, time
+import argparse, datetime, hashlib, importlib, json, math, os, platform, re, signal, sys, tempfile, time
 from pathlib import Path
 
-from .core import PROFILES, atomic_path, atomic_write_text, check_choice, git_sha, params_hash
+from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text, check_choice,
+                                  git_sha, params_hash)
 from .paper import PAPER, SECTIONS, check_ids, section_ids
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params', 'parse_value', 'check_params',
-           'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash', 'is_done', 'sweep_tmp',
-           'run_job', 'reproduce', 'status', 'write_report', 'main']
+__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params', 'parse_value',
+           'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash', 'registered',
+           'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'status', 'report_header', 'write_report',
+           'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -158,10 +160,19 @@ def job_hash(job: dict) -> str:
     "Identity of a job's computation: its notebook, its parameters (without ids/out_dir) and the code (`code_hash`)."
     return params_hash(dict(notebook=Path(job['notebook']).name, code=code_hash(job['notebook']), **job['params']))
 
+def registered(id: str, h: str, out: Path, since: float = 0.0) -> bool:
+    "Whether a run of job `h` wrote all of result `id`'s files (its summary, written last, names them), at or after `since`."
+    f = Path(out)/'results'/f'{id}.json'
+    try: summ = read_json(f)
+    except (OSError, ValueError): return False
+    return (bool(summ) and summ.get('job_hash') == h and f.stat().st_mtime >= since
+            and all((Path(out)/x).exists() for x in summ.get('files', [])))
+
 def is_done(id: str, h: str, out: Path, manifest: dict) -> bool:
-    "Whether result `id` is on disk from a successful run with job hash `h` (parameters and code)."
+    "Whether result `id` is on disk from a run with job hash `h` (parameters and code): recorded ok, or completely registered."
     e = manifest.get('results', {}).get(id, {})
-    return e.get('status') == 'ok' and e.get('params_hash') == h and (out/'results'/f'{id}.json').exists()
+    ok = e.get('status') == 'ok' and e.get('params_hash') == h and (out/'results'/f'{id}.json').exists()
+    return ok or registered(id, h, out)
 
 # %% ../nbs/90_runner.ipynb #23a26ef7
 class _Interrupted(KeyboardInterrupt): pass
@@ -174,33 +185,59 @@ def sweep_tmp(out: Path) -> list[Path]:
     for f in gone: f.unlink(missing_ok=True)
     return gone
 
+KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']   # keeps ipykernel's per-start warnings (TCP transport) out of our output
+
+def check_out(out: str | Path,   # the output folder the user gave
+              create: bool,      # create it (reproduce) or require it to exist (report)
+             ) -> Path:
+    "Check that `out` is a usable output folder before any compute: one clear error naming it otherwise."
+    out = Path(out)
+    if not out.exists():
+        if not create: raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+        try: out.mkdir(parents=True, exist_ok=True)
+        except OSError as e: raise ValueError(f"out: cannot create the folder {str(out)!r}: {e.strerror}") from None
+    if not out.is_dir(): raise ValueError(f"out: {str(out)!r} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix='.probe.', suffix='.tmp', dir=out); os.close(fd); os.unlink(probe)
+    except OSError as e: raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
+    return out
+
 def run_job(job: dict, out: Path, progress: bool = False) -> dict:
-    "Execute one job's notebook with papermill; return its run record (status, wall time, error)."
+    "Execute one job's notebook with papermill; return its run record (status, wall time, error, IDs it registered)."
     import papermill as pm
     nb = Path(job['notebook']); runs = out/'runs'; runs.mkdir(parents=True, exist_ok=True)
     final = runs/f"{nb.stem}.{job['params']['profile']}.ipynb"
     params = dict(job['params'], ids=','.join(job['ids']), out_dir=str(out.resolve()))
+    h = job_hash(job)
     rec = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
-               params_hash=job_hash(job), started=datetime.datetime.now().isoformat(timespec='seconds'),
+               params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
                executed_notebook=str(final.relative_to(out)))
     t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'
+    before = os.environ.get(JOB_ENV); os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
     try:
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
-                            progress_bar=progress, log_output=False, request_save_on_cell_execute=True)
+                            progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
+                            extra_arguments=KERNEL_ARGS)
         rec.update(status='ok', error=None)
     except pm.PapermillExecutionError as e:
         rec.update(status='failed', error=dict(cell=e.exec_count, ename=e.ename, evalue=str(e.evalue)[:2000]))
     except Exception as e:
         rec.update(status='failed', error=dict(cell=None, ename=type(e).__name__, evalue=str(e)[:2000]))
     finally:
+        if before is None: os.environ.pop(JOB_ENV, None)
+        else: os.environ[JOB_ENV] = before
         if tmp.exists(): os.replace(tmp, final)
     rec['wall_s'] = round(time.time() - t0, 2)
-    if rec['status'] == 'ok':
-        stale = [i for i in job['ids'] if not (out/'results'/f'{i}.json').exists()
-                 or (out/'results'/f'{i}.json').stat().st_mtime < t0]
-        if stale: rec.update(status='failed', error=dict(cell=None, ename='NotRegistered',
-                                                        evalue=f'the notebook finished without registering {stale}'))
+    rec['registered'] = [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)]
+    stale = [i for i in job['ids'] if i not in rec['registered']]
+    if rec['status'] == 'ok' and stale:
+        rec.update(status='failed', error=dict(cell=None, ename='NotRegistered',
+                                              evalue=f'the notebook finished without registering {stale}'))
     return rec
+
+def _entry(job: dict, h: str, status: str, wall_s, error) -> dict:
+    return dict(status=status, profile=job['params']['profile'], params_hash=h, params=job['params'],
+                notebook=Path(job['notebook']).name, wall_s_of_notebook=wall_s, error=error)
 
 def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | None = None,
               out: str | Path = 'outputs', force: bool = False, overrides: list | None = None,
@@ -208,7 +245,7 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
     "Run the section notebooks for the requested results; write outputs, manifest.json and report.md. Returns the exit code."
     from tqdm.auto import tqdm
     jobs = plan(profile, only, sections, overrides, nbs)          # every check happens here, before any compute
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = check_out(out, create=True)
     manifest = read_json(out/'manifest.json', {}) or {}
     failed = 0
     old = signal.signal(signal.SIGTERM, _on_term)
@@ -218,6 +255,11 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
         for job in bar:
             h = job_hash(job)
             todo = job['ids'] if force else [i for i in job['ids'] if not is_done(i, h, out, manifest)]
+            results = manifest.setdefault('results', {})
+            recovered = [i for i in job['ids'] if i not in todo and results.get(i, {}).get('status') != 'ok']
+            for i in recovered:                   # registered by a run that was killed or failed later: complete, keep it
+                results[i] = dict(_entry(job, h, 'ok', None, None), recovered=True)
+            if recovered: atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
             bar.set_postfix_str(f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
             if not todo: continue
             rec = run_job(dict(job, ids=todo), out)
@@ -225,9 +267,9 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
             manifest.update(environment=environment(), git_sha=git_sha(),
                             updated=datetime.datetime.now().isoformat(timespec='seconds'))
             manifest.setdefault('runs', []).append(rec)
-            for i in todo:
-                manifest.setdefault('results', {})[i] = dict(status=rec['status'], profile=profile, params_hash=h,
-                    params=job['params'], notebook=rec['notebook'], wall_s_of_notebook=rec['wall_s'], error=rec['error'])
+            for i in todo:                        # an ID the notebook registered before failing is complete: ok
+                done = i in rec['registered']
+                results[i] = _entry(job, h, 'ok' if done else 'failed', rec['wall_s'], None if done else rec['error'])
             atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
             if rec['status'] != 'ok':
                 e = rec['error']
@@ -250,21 +292,39 @@ def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
 
 def _cell(s) -> str: return ' '.join(str(s).split()).replace('|', '\\|')
 
+def _files(id: str, out: Path, summ: dict | None) -> tuple[str, str | None]:
+    "Markdown links to a registered result's files (relative to the report), and its figure's path if it has one."
+    if not summ: return '', None
+    names = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
+    have = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
+    links = ' · '.join(f'[{names.get(f.split("/")[0], f)}]({f})' for f in have)
+    return links, next((f for f in have if f.startswith('figures/')), None)
+
+def report_header(man: dict) -> list[str]:
+    "The report's opening lines: what a row shows, and the verdict rule."
+    return ['# Reproduction report', '',
+            "Each row sets **the paper's** statement (copied from the paper; not computed here) beside **ours** (computed by "
+            'the run on disk, at the scale shown), with links to the result\'s table, dataset and figure. '
+            'Every verdict is decided by its notebook from its own numbers, by one rule:', '',
+            *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
+            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and `not yet implemented` '
+            'mean there is no number of ours.', '',
+            f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
+            f"updated {man.get('updated', 'n/a')}", '']
+
 def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
-    "Rebuild `report.md` in `out` from the results on disk."
+    "Rebuild `report.md` in the existing folder `out` from the results on disk."
     out, nbs = Path(out), find_nbs(nbs)
+    if not out.is_dir(): raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
     man = read_json(out/'manifest.json', {}) or {}
-    lines = ['# Reproduction report', '',
-             'Each row sets **the paper\'s** statement (copied from the paper; not computed here) beside **ours** '
-             '(computed by the run on disk, at the scale shown). Verdicts: `agree`/`differ` come from the notebook\'s '
-             'comparison of our numbers with the paper\'s claim; `not run`, `failed` and `not yet implemented` mean there is no number of ours.', '',
-             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; updated {man.get('updated', 'n/a')}", '']
-    counts = {}
+    lines, counts = report_header(man), {}
     for s, sec in SECTIONS.items():
         lines += [f'## Section {s}: {sec.title} (`nbs/{sec.notebook}`)', '',
-                  "| ID | the paper's result (paper) | ours | scale | verdict |", '| --- | --- | --- | --- | --- |']
+                  "| ID | the paper's result (paper) | ours | scale | verdict | files |", '| --- | --- | --- | --- | --- | --- |']
+        figs = []
         for i in section_ids(s):
             st, summ = status(i, out, nbs)
+            links, fig = _files(i, out, summ) if st.startswith('reproduced') else ('', None)
             if summ and st.startswith('reproduced'): verdict, ours, scale = summ['verdict'], summ['ours'], summ['profile']
             else:
                 verdict, ours, scale = st.split(' (')[0], '', ''
@@ -272,10 +332,14 @@ def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> 
                     e = man['results'][i]['error'] or {}
                     ours = f"run failed in cell {e.get('cell')}: {e.get('ename')}: {e.get('evalue', '')[:200]}"
             counts[verdict] = counts.get(verdict, 0) + 1
-            lines.append(f"| `{i}` | {_cell(PAPER[i].paper)} | {_cell(ours)} | {scale} | {verdict} |")
+            lines.append(f"| `{i}` | {_cell(PAPER[i].paper)} | {_cell(ours)} | {scale} | {verdict} | {links} |")
+            if fig: figs.append((i, verdict, fig))
         lines.append('')
-    lines[5:5] = ['Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items())), '']
-    out.mkdir(parents=True, exist_ok=True)
+        if figs:
+            lines += [f'### Figures of section {s}', '']
+            for i, verdict, fig in figs: lines += [f'#### `{i}` ({verdict})', '', f'![{i}]({fig})', '']
+    at = next(k for k, l in enumerate(lines) if l.startswith('## Section'))
+    lines[at:at] = ['Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items())), '']
     return atomic_write_text(out/'report.md', '\n'.join(lines) + '\n')
 
 # %% ../nbs/90_runner.ipynb #2bfad6de
@@ -307,6 +371,7 @@ def main(argv: list | None = None) -> int:
             for i, r in PAPER.items(): print(f"{i:<24} {SECTIONS[r.section].notebook:<26} {status(i, Path(args.out), nbs)[0]}")
             return 0
         if args.cmd == 'report':
+            check_out(args.out, create=False)
             print(write_report(args.out, args.nbs)); return 0
         code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs, not args.quiet)
         print(Path(args.out)/'report.md')

@@ -7,6 +7,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT/'nbs'
 CLI = Path(sys.executable).parent/'cosine-pitfalls'
+os.umask(0o022)   # the usual umask, inherited by every CLI run: the file-mode test expects 0644
 
 
 def run_cli(*args, timeout=600, **kw):

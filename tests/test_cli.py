@@ -1,11 +1,12 @@
 "The installed `cosine-pitfalls` CLI: list, validation errors, papermill runs, skip/force, failures, interruption."
-import json, shutil, signal, subprocess, time
+import json, os, shutil, signal, subprocess, time
 from pathlib import Path
 
 import pytest
 
 from conftest import CLI, NBS, read_json, run_cli, tree
 
+from cosine_pitfalls.core import VERDICTS
 from cosine_pitfalls.paper import PAPER, SECTIONS, section_ids
 
 SECTION1 = section_ids(1)
@@ -73,7 +74,7 @@ def test_smoke_section1_registers_every_id(smoke1):
     assert r.returncode == 0, r.stderr
     for i in SECTION1:
         s = read_json(out/'results'/f'{i}.json')
-        assert s['id'] == i and s['profile'] == 'smoke' and s['verdict'] in ('agree', 'differ') and s['ours']
+        assert s['id'] == i and s['profile'] == 'smoke' and s['verdict'] in VERDICTS and s['ours']
         ds = xr.load_dataset(out/'results'/f'{i}.nc', engine='h5netcdf')
         assert ds.attrs['id'] == i and ds.attrs['profile'] == 'smoke' and 'git_sha' in ds.attrs
         assert json.loads(ds.attrs['parameters'])['seed'] == 0
@@ -171,7 +172,7 @@ def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
     kept = out/'runs'/f"{Path(SECTIONS[other].notebook).stem}.smoke.ipynb"
     assert 'deliberate failure planted by the test' in kept.read_text()
     row = (out/'report.md').read_text().split(f'| `{bad}` |')[1].split('\n')[0]
-    assert row.rstrip().endswith('| failed |') and 'RuntimeError' in row
+    assert '| failed |' in row and 'RuntimeError' in row
 
 
 def test_interrupted_run_leaves_no_partial_file(tmp_path):
@@ -193,3 +194,53 @@ def test_interrupted_run_leaves_no_partial_file(tmp_path):
     for f in out.rglob('*.nc'): xr.load_dataset(f, engine='h5netcdf')
     for f in out.rglob('*.png'): Image.open(f).verify()
     assert (out/'report.md').read_text() == 'an earlier report\n'
+
+
+def test_files_get_the_usual_mode_and_the_report_links_them(smoke1):
+    "Under umask 022 (set in conftest), every file the runner writes is 0644; the report links each row's files and figures."
+    out, r, _ = smoke1
+    modes = {str(f.relative_to(out)): f.stat().st_mode & 0o777 for f in out.rglob('*') if f.is_file()}
+    assert modes and all(m == 0o644 for m in modes.values()), {f: oct(m) for f, m in modes.items() if m != 0o644}
+    rep = (out/'report.md').read_text()
+    for i in SECTION1:
+        row = rep.split(f'| `{i}` |')[1].split('\n')[0]
+        assert f'[table](tables/{i}.md)' in row and f'[data](results/{i}.nc)' in row
+        if PAPER[i].kind == 'figure': assert f'[figure](figures/{i}.png)' in row and f'![{i}](figures/{i}.png)' in rep
+    for link in [l.split('](')[1].split(')')[0] for l in rep.split('[')[1:] if '](' in l]:
+        assert (out/link).exists(), link
+
+
+def test_kernel_warning_kept_out_of_our_output(smoke1):
+    out, r, _ = smoke1
+    assert 'without encryption' not in r.stderr and 'without encryption' not in r.stdout
+
+
+@pytest.mark.parametrize('args,msg', [
+    (['reproduce', '--profile', 'smoke', '--section', '1', '--out', '/proc/x', '--quiet'], "out: cannot create the folder '/proc/x'"),
+    (['report', '--out', '/no/such/out'], "out: folder '/no/such/out' does not exist"),
+])
+def test_unusable_out_is_one_line(cli, args, msg):
+    r = cli(*args)
+    assert r.returncode == 2 and msg in r.stderr and 'Traceback' not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not Path('/no/such/out').exists()
+
+
+def test_killed_run_keeps_what_it_finished(tmp_path):
+    "SIGKILL mid-notebook: the IDs whose files were completely written are not recomputed by the rerun."
+    out = tmp_path/'out'
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--section', '1', '--out', str(out), '--quiet'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and len(list((out/'results').glob('*.json'))) < 3 and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before it could be killed'
+    os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
+    done = {f.stem: f.stat().st_mtime_ns for f in (out/'results').glob('*.json')}
+    assert 3 <= len(done) < len(SECTION1), done
+    r = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    for i, t in done.items(): assert (out/'results'/f'{i}.json').stat().st_mtime_ns == t, f'{i} was recomputed'
+    m = read_json(out/'manifest.json')
+    assert sorted(m['runs'][-1]['ids']) == sorted(set(SECTION1) - set(done))
+    assert all(m['results'][i]['status'] == 'ok' for i in SECTION1)
+    assert all(m['results'][i].get('recovered') for i in done)
