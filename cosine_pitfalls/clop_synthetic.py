@@ -19,15 +19,15 @@ from tqdm.auto import tqdm
 from .core import (SectionRun, check_choice, check_positive, combine_verdicts, effect_text, judge_effect,
                                   paired_diff, set_seed)
 from .evaluation import effective_rank, knn_accuracy, singular_values
-from .losses import PROTOTYPES, SIMILARITIES, barlow_twins, clop_term, info_nce, make_prototypes, vicreg
+from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term, info_nce,
+                                    make_prototypes, vicreg)
 from .paper import PAPER
 
 # %% auto #0
-__all__ = ['PROFILES', 'STREAMS', 'BASES', 'CLOP_WEIGHTINGS', 'BASE_NAMES', 'SSL', 'stream', 'make_lines', 'augment',
-           'nearest_line_accuracy', 'BatchedMLP', 'Variant', 'bt_lambda_for', 'base_loss', 'torch_threads',
-           'train_variants', 'measure', 'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std',
-           'base_table', 'plot_embeddings', 'plot_spectra', 'judge_bases', 'table5_summary', 'parts_verdict',
-           'lambda_parts']
+__all__ = ['PROFILES', 'STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy',
+           'BatchedMLP', 'Variant', 'bt_lambda_for', 'base_loss', 'torch_threads', 'train_variants', 'measure',
+           'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std', 'base_table',
+           'plot_embeddings', 'plot_spectra', 'judge_bases', 'table5_summary', 'parts_verdict', 'lambda_parts']
 
 # %% ../nbs/03_clop_synthetic.ipynb #45292c90
 _FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5', 'similarities': 'cosine,euclidean,manhattan'}
@@ -124,7 +124,6 @@ class BatchedMLP(nn.Module):
         return x
 
 BASES = ('infonce', 'dcl', 'barlow_twins', 'vicreg')
-CLOP_WEIGHTINGS = ('mean', 'literal')
 BASE_NAMES = {'infonce': 'InfoNCE', 'dcl': 'DCL', 'barlow_twins': 'Barlow Twins', 'vicreg': 'VICReg'}
 
 @dataclass(frozen=True)
@@ -231,8 +230,7 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
         zv, yv = z.view(V, S, 2 * batch_size, d), torch.cat([yb, yb], dim=1)                # both views carry the label
         extra = torch.zeros(V, S)
         for (sim, how), vs in groups.items():                               # 'literal': eq. (4)'s sum, per anchor of the batch
-            term = (clop_term(zv[vs], yv, protos[vs], sim) if how == 'mean'
-                    else clop_term(zv[vs], yv, protos[vs], sim, reduction='sum') / (2 * batch_size))
+            term = clop_term(zv[vs], yv, protos[vs], sim, reduction=CLOP_WEIGHTINGS[how])
             extra = extra.index_put((vs,), weights[vs, None] * term)
         total = loss + extra                                                                # (V, S)
         opt.zero_grad(); total.sum().backward(); opt.step()

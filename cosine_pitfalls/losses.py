@@ -13,9 +13,9 @@ from torch import Tensor, nn
 from .core import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'check_views', 'info_nce', 'InfoNCE', 'DCL', 'barlow_twins', 'BarlowTwins',
-           'vicreg', 'VICReg', 'orthonormal_prototypes', 'etf_prototypes', 'make_prototypes', 'prototype_similarity',
-           'clop_term', 'CLOP', 'WithCLOP']
+__all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'CLOP_WEIGHTINGS', 'check_views', 'info_nce', 'InfoNCE', 'DCL',
+           'barlow_twins', 'BarlowTwins', 'vicreg', 'VICReg', 'orthonormal_prototypes', 'etf_prototypes',
+           'make_prototypes', 'prototype_similarity', 'clop_term', 'CLOP', 'WithCLOP']
 
 # %% ../nbs/10_losses.ipynb #d1a0f3d0
 def check_views(z1: Tensor,  # embeddings of the first view, (*b, n, d)
@@ -140,7 +140,8 @@ class VICReg(nn.Module):
 # %% ../nbs/10_losses.ipynb #8e961f57
 PROTOTYPES = ('orthonormal', 'etf')
 SIMILARITIES = ('cosine', 'euclidean', 'manhattan')
-REDUCTIONS = ('mean', 'sum')
+REDUCTIONS = ('mean', 'sum', 'anchor')   # over the labelled: mean, sum (eq. 4), or sum per anchor of the batch
+CLOP_WEIGHTINGS = {'mean': 'mean', 'literal': 'anchor'}   # what λ multiplies: the mean, or eq. (4) beside a mean base loss
 
 def _check_classes(num_classes: int, dim: int, kind: str) -> None:
     for name, v in (('num_classes', num_classes), ('dim', dim)):
@@ -205,7 +206,7 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               labels: Tensor,       # (*b, n) or (n,): class index, -1 where unlabelled
               prototypes: Tensor,   # (k, d) shared, or (*b, k, d) one set per problem
               similarity: str = 'cosine',  # 'cosine', 'euclidean' or 'manhattan'
-              reduction: str = 'mean',     # 'mean' over the labelled embeddings, or 'sum' (eq. 4 literally)
+              reduction: str = 'mean',     # 'mean' over the labelled, 'sum' (eq. 4), 'anchor' (the sum / n)
              ) -> Tensor:           # (*b,) the unweighted term; 0 where nothing is labelled
     "CLOP's prototype term `Σ_{i∈S} (1 − s(z_i, c_{y_i}))` (clop eq. 4) over the labelled subset."
     check_choice('similarity', similarity, SIMILARITIES); check_choice('reduction', reduction, REDUCTIONS)
@@ -231,6 +232,7 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
         c = torch.gather(p, -2, y.unsqueeze(-1).expand(*y.shape, p.shape[-1]))  # (*b, n, d)
     d = (1 - prototype_similarity(z, c, similarity)) * known                # (*b, n)
     if reduction == 'sum': return d.sum(-1)
+    if reduction == 'anchor': return d.sum(-1) / z.shape[-2]                # eq. (4) beside a base loss averaged over the n anchors
     return d.sum(-1) / known.sum(-1).clamp_min(1)
 
 class CLOP(nn.Module):
@@ -240,7 +242,7 @@ class CLOP(nn.Module):
                  prototypes: str | Tensor = 'orthonormal',  # 'orthonormal', 'etf', or a (k, d) tensor of your own
                  similarity: str = 'cosine',      # 'cosine', 'euclidean' or 'manhattan'
                  weight: float = 1.0,             # λ (the paper's hand-tuned value: 1)
-                 reduction: str = 'mean',         # 'mean' over labelled embeddings, or 'sum'
+                 reduction: str = 'mean',         # 'mean' over labelled embeddings, 'sum', or 'anchor' (sum / n)
                  seed: int = 0,                   # draws the random prototypes
                 ):
         super().__init__()

@@ -47,8 +47,14 @@ _TYPES = {'int': int, 'float': float, 'str': str, 'bool': bool}
 
 def notebook_params(path: Path) -> dict:
     "Name -> (type name, default source) of a notebook's `parameters` cell."
-    import papermill as pm
+    import ast, logging, papermill as pm
+    logging.getLogger('papermill.translators').setLevel(logging.ERROR)   # we report unparsed lines ourselves, below
     spec = {n: (p['inferred_type_name'], p['default']) for n, p in pm.inspect_notebook(str(path)).items()}
+    cell = next((''.join(c['source']) for c in json.loads(Path(path).read_text(encoding='utf-8'))['cells']
+                 if 'parameters' in c.get('metadata', {}).get('tags', [])), '')
+    assigned = [t.target.id for t in ast.parse(cell).body if isinstance(t, ast.AnnAssign)]
+    lost = [n for n in assigned if n not in spec]                     # papermill skips lines it cannot parse (two '=')
+    if lost: raise ValueError(f"{path.name}: papermill cannot parse the parameters {lost} (no '=' in their comments, please)")
     missing = [n for n in REQUIRED_PARAMS if n not in spec]
     if missing: raise ValueError(f"{path.name}: its parameters cell lacks {missing} (every section notebook needs {list(REQUIRED_PARAMS)})")
     bad = {n: t for n, (t, _) in spec.items() if t not in _TYPES}
