@@ -118,8 +118,8 @@ class MethodConfig:
         m = self.method
         if m == 'directclr' and self.d0 is None: raise ValueError('d0 must be set for method directclr (the sub-vector size)')
         if m not in ('directclr',) and self.random_subset: raise ValueError("random_subset applies to method 'directclr' only")
-        if self.projector != 'default' and m not in ('simclr', 'directclr'):
-            raise ValueError(f"projector applies to methods 'simclr' and 'directclr' (DirectCLR's ablations); got method {m!r}")
+        if self.projector != 'default' and m not in ('simclr', 'dcl', 'directclr'):
+            raise ValueError(f"projector applies to methods 'simclr', 'dcl' and 'directclr' (DirectCLR's ablations); got {m!r}")
         if self.projector in ('lowrank_fixed', 'lowrank_diag_fixed') and self.d0 is None:
             raise ValueError(f"projector {self.projector!r} needs d0 (its rank)")
         if self.simclr_terms != 'both' and m != 'simclr': raise ValueError("simclr_terms applies to method 'simclr' only")
@@ -158,7 +158,7 @@ def make_heads(cfg: MethodConfig,        # the method and its head sizes
               ) -> tuple[nn.Module, nn.Module | None]:   # projector, predictor (None where the method has none)
     "A method's projector and predictor, at the published sizes or at cfg.head_width / cfg.head_out."
     pub = PUBLISHED[cfg.method]
-    if cfg.method == 'directclr' or cfg.projector not in ('default', 'mlp2'):
+    if cfg.method == 'directclr' or cfg.projector not in ('default', 'mlp2'):   # DirectCLR's ablation projectors
         kind = 'none' if cfg.method == 'directclr' and cfg.projector == 'default' else cfg.projector
         return make_projector(kind, feat_dim, out_dim=cfg.head_out if kind in ('mlp2', 'linear') else None,
                               hidden_dim=cfg.head_width if kind == 'mlp2' else None,
@@ -249,6 +249,10 @@ class MethodOutput:
     terms: dict                  # name -> scalar tensor (detached), for the diagnostics
     r: tuple                     # backbone representations of the views, (B, feat_dim) each
     z: tuple                     # embeddings the loss compares (projector outputs), (B, d) each
+
+def _fp32(t: Tensor) -> Tensor:
+    "Half-precision tensors (bf16 / fp16 under autocast) up to fp32; fp32 and fp64 stay as they are."
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 def ema_momentum(base: float,      # m₀
                  progress: float,  # share of training done, in [0, 1]
@@ -342,8 +346,8 @@ class SSLMethod(nn.Module):
         r1, r2, z1, z2 = *r.split(n), *z.split(n)
         net = self._networks(views, z1, z2)
         with torch.autocast(z.device.type, enabled=False):                   # similarities and statistics in fp32
-            z1, z2 = z1.float(), z2.float()
-            net = {k: v.float() for k, v in net.items()}
+            z1, z2 = _fp32(z1), _fp32(z2)
+            net = {k: _fp32(v) for k, v in net.items()}
             if m == 'directclr': z1, z2 = subvector([z1, z2], cfg.d0, self.subset_gen)
             terms = {'ssl': self._ssl_loss(z1, z2, net, labels)}
             loss = terms['ssl']
