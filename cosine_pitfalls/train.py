@@ -23,10 +23,10 @@ from .methods import CONTRASTIVE, MethodConfig, SSLMethod
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'NOT_IDENTITY', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'TrainConfig',
-           'LARS', 'make_optimizer', 'peak_lr', 'lr_at', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
-           'rng_state', 'set_rng_state', 'history_dataset', 'derive_seed', 'build_model', 'train', 'sweep_configs',
-           'sweep', 'train_parser', 'config_from_args', 'main']
+__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'NOT_IDENTITY', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME',
+           'TrainConfig', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at', 'diagnostics', 'encode', 'evaluate',
+           'save_checkpoint', 'rng_state', 'set_rng_state', 'history_dataset', 'derive_seed', 'build_model', 'train',
+           'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -67,7 +67,7 @@ class TrainConfig(MethodConfig):
     channels_last: bool = True         # channels-last memory format on CUDA; ignored on CPU
     compile: bool = False              # torch.compile the backbone
     eval_every: int = 5                # kNN every this many epochs (0: at the end only)
-    knn_k: int = 200                   # kNN neighbours
+    knn_k: int | None = None           # kNN neighbours; None: 200 (the SSL monitor), 20 on digits (~144 images a class)
     knn_t: float = 0.1                 # kNN temperature
     linear_probe: bool = False         # train a linear probe on the final features
     probe_epochs: int = 100            # linear-probe epochs
@@ -87,7 +87,8 @@ class TrainConfig(MethodConfig):
         check_choice('optimizer', self.optimizer, OPTIMIZERS); check_choice('schedule', self.schedule, SCHEDULES)
         check_choice('lr_scaling', self.lr_scaling, LR_SCALINGS); check_choice('cut_mode', self.cut_mode, CUT_MODES)
         check_choice('augment', self.augment, ('auto',) + tuple(AUG_PRESETS))
-        for name in ('epochs', 'batch_size', 'width', 'knn_k', 'probe_epochs', 'diag_samples'): _int(name, getattr(self, name), 1)
+        for name in ('epochs', 'batch_size', 'width', 'probe_epochs', 'diag_samples'): _int(name, getattr(self, name), 1)
+        _int('knn_k', self.knn_k, 1, none=True)
         for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'): _int(name, getattr(self, name), 0)
         for name in ('image_size',): _int(name, self.image_size, 1, none=True)
         if self.channels not in (None, 1, 3): raise ValueError(f"channels must be 1, 3 or None; got {self.channels!r}")
@@ -112,6 +113,9 @@ class TrainConfig(MethodConfig):
         "The augmentation preset the run uses."
         if self.augment != 'auto': return self.augment
         return 'digits' if self.dataset == 'digits' else 'byol' if self.method in ('byol', 'dino') else 'simclr'
+
+DIGITS_CPU = dict(dataset='digits', backbone='small_cnn', width=32, batch_size=256, head_width=128, head_out=64,
+                  optimizer='adamw', lr=4e-3, weight_decay=1e-4, epochs=15)   # ~8 s a SimCLR run on 2 cores
 
 def _int(name: str, v, lo: int, none: bool = False) -> None:
     if v is None and none: return
@@ -200,7 +204,7 @@ def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, auto
     "kNN top-1/top-5 of the test set against the clean training bank, and the linear probe when asked."
     ftr = encode(model, data.train_x, data.mean, data.std, autocast=autocast)
     fte = encode(model, data.test_x, data.mean, data.std, autocast=autocast)
-    k = min(cfg.knn_k, len(ftr))
+    k = min(cfg.knn_k or (20 if cfg.dataset == 'digits' else 200), len(ftr))
     acc = knn_topk(ftr, data.train_y, fte, data.test_y, k=k, temperature=cfg.knn_t)
     out = dict(knn_top1=float(acc[1]), knn_top5=float(acc[5]))
     if probe:
@@ -359,9 +363,9 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
             step_losses.append(o.loss.detach().float())
             bar.update(1)
         if cuda: torch.cuda.synchronize(dev)
-        train_s += time.perf_counter() - t0
+        epoch_s = time.perf_counter() - t0; train_s += epoch_s
         rec = dict(epoch=epoch + 1, lr=lr, ema_momentum=mom, **{k: float(v) / spe for k, v in sums.items()},
-                   step_loss=torch.stack(step_losses).tolist())
+                   step_loss=torch.stack(step_losses).tolist(), epoch_seconds=epoch_s, epoch_images_per_second=spe * G / epoch_s)
         if not math.isfinite(rec['loss']): status, status_epoch = 'diverged', epoch + 1
         else:
             d = diagnostics(model, dclean, dviews)

@@ -15,7 +15,7 @@ def test_train_cli_writes_the_run(tmp_path):
     out = tmp_path/'run'
     r = run_cli('train', '--method', 'simclr', '--epochs', '2', '--steps-per-epoch', '4', *SMALL, '--out', out)
     assert r.returncode == 0, r.stderr
-    assert 'status ok' in r.stdout and 'sklearn digits' in r.stdout
+    assert 'status ok' in r.stdout and 'scikit-learn digits' in r.stdout
     import xarray as xr
     ds = xr.load_dataset(out/'run.nc', engine='h5netcdf')
     assert ds.sizes['epoch'] == 2 and ds.attrs['method'] == 'simclr' and 0 < ds.attrs['final_knn_top1'] <= 1
