@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_train.ipynb #17a00003
 from __future__ import annotations
-import argparse, dataclasses, datetime, json, math, os, random, sys, time
+import argparse, dataclasses, datetime, importlib, itertools, json, math, os, random, sys, time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -414,7 +414,7 @@ def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Pat
     if bad: raise ValueError(f"grid fields {bad} are not TrainConfig fields (seed and out_dir are set by the sweep)")
     if not seeds: raise ValueError('seeds must list at least one seed')
     keys = list(grid)
-    points = [dict(zip(keys, vals)) for vals in __import__('itertools').product(*(grid[k] for k in keys))]
+    points = [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
     out = []
     for p in points:
         for s in seeds:
@@ -437,8 +437,9 @@ def sweep(base: TrainConfig,            # the settings every run shares
         for kw in tqdm(todo, desc='runs', disable=not progress, mininterval=2): _run_one(kw)
     else:
         import concurrent.futures as cf, multiprocessing as mp
+        run_one = importlib.import_module('cosine_pitfalls.train')._run_one   # the module's (picklable in a spawned worker)
         with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as pool:
-            for _ in tqdm(pool.map(_run_one, todo), total=len(todo), desc='runs', disable=not progress, mininterval=2): pass
+            for _ in tqdm(pool.map(run_one, todo), total=len(todo), desc='runs', disable=not progress, mininterval=2): pass
     parts = []
     for point, c in runs:
         ds = xr.load_dataset(Path(c.out_dir)/RESULT, engine='h5netcdf')
