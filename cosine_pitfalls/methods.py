@@ -286,8 +286,7 @@ class SSLMethod(nn.Module):
             self.register_buffer('queue_ptr', torch.zeros((), dtype=torch.long))
         if cfg.method == 'dino': self.register_buffer('center', torch.zeros(cfg.dino_out))
         if cfg.clop_weight > 0:
-            d = backbone.out_dim if cfg.method == 'directclr' else self.projector.out_dim
-            if cfg.method == 'directclr': d = cfg.d0
+            d = cfg.d0 if cfg.method == 'directclr' else self.projector.out_dim    # the width the loss compares
             self.register_buffer('prototypes', make_prototypes(cfg.clop_prototypes, num_classes, d, generator))
         self.spec = cfg.grad_scale()
         self.subset_gen = None

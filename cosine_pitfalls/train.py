@@ -337,7 +337,9 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
         st = torch.load(out/CHECKPOINT, map_location=dev, weights_only=False)
         if st['run_id'] == cfg.run_id():
             model.load_state_dict(st['model']); opt.load_state_dict(st['optimizer'])
-            set_rng_state(gens, st['rng']); history, start = st['history'], st['epoch']
+            own = out/f'rng.rank{rank}.pt'                        # under torchrun each process has its own streams
+            set_rng_state(gens, st['rng'] if rank == 0 or not own.exists() else torch.load(own, weights_only=False))
+            history, start = st['history'], st['epoch']
             status, status_epoch, train_s = st['status'], st['status_epoch'], st['train_s']
     bar = tqdm(total=total, initial=start * spe, desc=f'{cfg.method} {cfg.dataset}', unit='step', mininterval=2,
                disable=not (cfg.show_progress and rank == 0), leave=False)
@@ -376,10 +378,11 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
         history.append(rec)
         bar.set_postfix_str(f"loss {rec['loss']:.3f}" + (f", kNN {last_knn:.3f}" if last_knn is not None else '')
                             + ('' if status == 'ok' else f', {status}'))
-        if out is not None and rank == 0 and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == cfg.epochs):
-            save_checkpoint(out/CHECKPOINT, dict(run_id=cfg.run_id(), model=model.state_dict(), optimizer=opt.state_dict(),
-                                                 rng=rng_state(gens), history=history, epoch=epoch + 1, status=status,
-                                                 status_epoch=status_epoch, train_s=train_s))
+        if out is not None and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == cfg.epochs):
+            if rank > 0: save_checkpoint(out/f'rng.rank{rank}.pt', rng_state(gens))   # its augmentation stream
+            else: save_checkpoint(out/CHECKPOINT, dict(run_id=cfg.run_id(), model=model.state_dict(), optimizer=opt.state_dict(),
+                                                       rng=rng_state(gens), history=history, epoch=epoch + 1, status=status,
+                                                       status_epoch=status_epoch, train_s=train_s))
         if stop_after is not None and epoch + 1 >= stop_after: bar.close(); return history_dataset(history, cfg, {})
     bar.close()
     final = {}
