@@ -92,7 +92,7 @@ PAPER = {r.id: r for r in [
     _r('directclr.table2', 4, 'no projector 51.5; orthogonal projector 52.2; trainable linear 61.1; trainable diagonal 60.2; fixed low-rank 62.3; fixed low-rank diagonal 62.7'),
     _r('directclr.subvector', 4, 'linear probe on r[:d₀] only: 47.9 (rest of r still useful); random d₀ features each step instead of a fixed sub-vector: 43.0'),
     _r('directclr.fig9', 4, 'log singular values of the representation covariance: SimCLR without projector collapses, DirectCLR and SimCLR with projector do not (also `directclr.fig2`, embedding spectrum with projector)'),
-    _r('directclr.fig2', 4, 'embedding spectrum of SimCLR with a projector: it does not collapse (shown with directclr.fig9)'),
+    _r('directclr.fig2', 4, 'singular value spectrum of the embedding space (the 128-d projector output of a pretrained SimCLR, ImageNet validation set): "A number of singular values drop to zero, indicating collapsed dimensions" (its Figure 2 caption)'),
     _r('directclr.fig12', 4, 'accuracy vs d₀'),
     _r('pitfalls.table1', 5, 'CIFAR-10, kNN / mean ‖z‖ by weight decay λ. SimCLR: 5e-2 10.0/0.0, 5e-3 54.0/0.10, 5e-4 81.3/0.41, 5e-6 75.7/13.5, 0 75.3/16.4. SimSiam: 10.0/0.0, 57.2/0.47, 73.3/0.81, 48.2/24.5, 47.9/31.4. BYOL: 10.0/0.0, 78.0/0.45, 74.3/0.70, 47.8/23.2, 47.3/30.1'),
     _r('pitfalls.table2', 5, 'share of positive pairs with angle > π/2 at epoch 1 → 16: SimCLR IN-100 2%→0%, C-100 11%→1%; SimSiam 26%→1%, 21%→0%; BYOL 28%→1%, 20%→0%'),

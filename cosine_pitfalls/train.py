@@ -23,10 +23,11 @@ from .methods import CONTRASTIVE, MethodConfig, SSLMethod
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'NOT_IDENTITY', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME',
-           'TrainConfig', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at', 'diagnostics', 'encode', 'evaluate',
-           'save_checkpoint', 'rng_state', 'set_rng_state', 'history_dataset', 'derive_seed', 'build_model', 'train',
-           'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
+__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'NOT_IDENTITY', 'DIGITS_CPU', 'ENGINE_MODULES', 'CHECKPOINT', 'RESULT',
+           'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at',
+           'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state', 'set_rng_state', 'load_model',
+           'history_dataset', 'derive_seed', 'build_model', 'train', 'sweep_configs', 'sweep', 'train_parser',
+           'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -106,8 +107,8 @@ class TrainConfig(MethodConfig):
         if self.batch_size < 2: raise ValueError(f"batch_size must be >= 2 (contrastive losses need negatives); got {self.batch_size}")
 
     def run_id(self) -> str:
-        "12 hex digits naming the run: the hash of every field that changes its numbers."
-        return params_hash({k: v for k, v in asdict(self).items() if k not in NOT_IDENTITY})
+        "12 hex digits naming the run: the hash of every field that changes its numbers, and of the engine's code."
+        return params_hash({**{k: v for k, v in asdict(self).items() if k not in NOT_IDENTITY}, 'engine': engine_hash()})
 
     def preset(self) -> str:
         "The augmentation preset the run uses."
@@ -116,6 +117,15 @@ class TrainConfig(MethodConfig):
 
 DIGITS_CPU = dict(dataset='digits', backbone='small_cnn', width=32, batch_size=256, head_width=128, head_out=64,
                   optimizer='adamw', lr=4e-3, weight_decay=1e-4, epochs=15)   # ~8 s a SimCLR run on 2 cores
+
+ENGINE_MODULES = ('core', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods', 'evaluation', 'train')
+
+def engine_hash() -> str:
+    "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
+    import hashlib
+    h, pkg = hashlib.sha256(), Path(importlib.import_module('cosine_pitfalls').__file__).parent
+    for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
+    return h.hexdigest()[:12]
 
 def _int(name: str, v, lo: int, none: bool = False) -> None:
     if v is None and none: return
@@ -231,6 +241,22 @@ def set_rng_state(gens: dict[str, torch.Generator], state: dict) -> None:
     torch.set_rng_state(state['torch'])
     if state['cuda'] is not None and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state['cuda'])
     random.setstate(state['python']); np.random.set_state(state['numpy'])
+
+# %% ../nbs/17_train.ipynb #17a00039
+def load_model(run_dir: str | Path,          # a run's folder (train's out_dir), finished
+               device: str | torch.device = 'cpu',
+              ) -> tuple[TrainConfig, SSLMethod]:  # its config and the trained model, in eval mode
+    "The config and trained model of a finished run folder."
+    run_dir = Path(run_dir)
+    if not (run_dir/CONFIG).exists() or not (run_dir/CHECKPOINT).exists():
+        raise ValueError(f"run_dir: {str(run_dir)!r} holds no finished run (needs {CONFIG} and {CHECKPOINT})")
+    kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); kw.pop('run_id', None)
+    kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
+    cfg = TrainConfig(**kw)
+    st = torch.load(run_dir/CHECKPOINT, map_location=device, weights_only=False)
+    model = build_model(cfg, **st['meta']).to(device)
+    model.load_state_dict(st['model'])
+    return cfg, model.eval()
 
 # %% ../nbs/17_train.ipynb #17a00019
 def history_dataset(history: list[dict], cfg: TrainConfig, extra_attrs: dict) -> xr.Dataset:
@@ -381,6 +407,7 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
         if out is not None and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == cfg.epochs):
             if rank > 0: save_checkpoint(out/f'rng.rank{rank}.pt', rng_state(gens))   # its augmentation stream
             else: save_checkpoint(out/CHECKPOINT, dict(run_id=cfg.run_id(), model=model.state_dict(), optimizer=opt.state_dict(),
+                                                       meta=dict(num_classes=data.num_classes, n_total=N, channels=data.train_x.shape[1]),
                                                        rng=rng_state(gens), history=history, epoch=epoch + 1, status=status,
                                                        status_epoch=status_epoch, train_s=train_s))
         if stop_after is not None and epoch + 1 >= stop_after: bar.close(); return history_dataset(history, cfg, {})
@@ -410,19 +437,24 @@ def _run_one(kw: dict) -> str:
     train(TrainConfig(**kw))
     return str(Path(kw['out_dir'])/RESULT)
 
-def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Path) -> list[tuple[dict, TrainConfig]]:
-    "Every (grid point, seed) as a validated config with its own folder under out_dir/runs/ (before anything runs)."
+def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Path,
+                  settings: dict | None = None,   # name -> field overrides: a `setting` dimension of named configs
+                 ) -> list[tuple[dict, TrainConfig]]:
+    "Every (setting, grid point, seed) as a validated config with its own folder under out_dir/runs/ (before anything runs)."
     names = {f.name for f in fields(TrainConfig)}
-    bad = [k for k in grid if k not in names or k in ('seed', 'out_dir')]
-    if bad: raise ValueError(f"grid fields {bad} are not TrainConfig fields (seed and out_dir are set by the sweep)")
+    over = [k for o in (settings or {}).values() for k in o]
+    bad = [k for k in list(grid) + over if k not in names or k in ('seed', 'out_dir')]
+    if bad: raise ValueError(f"grid fields {sorted(set(bad))} are not TrainConfig fields (seed and out_dir are set by the sweep)")
     if not seeds: raise ValueError('seeds must list at least one seed')
     keys = list(grid)
     points = [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
     out = []
-    for p in points:
-        for s in seeds:
-            c = dataclasses.replace(base, **p, seed=s, out_dir='')
-            out.append(({**p, 'seed': s}, dataclasses.replace(c, out_dir=str(Path(out_dir)/'runs'/c.run_id()))))
+    for name, o in (settings or {None: {}}).items():
+        for p in points:
+            for s in seeds:
+                c = dataclasses.replace(base, **o, **p, seed=s, out_dir='')
+                coords = ({'setting': name} if settings else {}) | p | {'seed': s}
+                out.append((coords, dataclasses.replace(c, out_dir=str(Path(out_dir)/'runs'/c.run_id()))))
     return out
 
 def sweep(base: TrainConfig,            # the settings every run shares
@@ -431,9 +463,10 @@ def sweep(base: TrainConfig,            # the settings every run shares
           out_dir: str | Path,          # runs/<run id>/ below it
           workers: int = 1,             # processes training at once (CPU: 2 on a 2-core machine)
           progress: bool = True,
-         ) -> xr.Dataset:               # dims: the grid's fields, seed, epoch
-    "Train a grid of configs x seeds (finished runs skipped, interrupted ones resumed); one Dataset of all."
-    runs = sweep_configs(base, grid, seeds, out_dir)                   # every config validated before any training
+          settings: dict | None = None, # name -> field overrides: named configs on a `setting` dimension
+         ) -> xr.Dataset:               # dims: setting (if given), the grid's fields, seed, epoch
+    "Train named settings x a grid x seeds (finished runs skipped, interrupted ones resumed); one Dataset of all."
+    runs = sweep_configs(base, grid, seeds, out_dir, settings)         # every config validated before any training
     _int('workers', workers, 1)
     todo = [asdict(dataclasses.replace(c, show_progress=False, threads=1 if workers > 1 else c.threads)) for _, c in runs]
     if workers == 1:
