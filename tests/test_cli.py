@@ -244,3 +244,18 @@ def test_killed_run_keeps_what_it_finished(tmp_path):
     assert sorted(m['runs'][-1]['ids']) == sorted(set(SECTION1) - set(done))
     assert all(m['results'][i]['status'] == 'ok' for i in SECTION1)
     assert all(m['results'][i].get('recovered') for i in done)
+
+
+def test_section4_trains_through_the_runner(tmp_path):
+    "Section 4 at smoke through the CLI: every ID registered with a verdict, its training runs kept under training/, skipped when rerun."
+    out = tmp_path/'out'
+    r = run_cli('reproduce', '--profile', 'smoke', '--section', '4', '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    for i in section_ids(4):
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
+    runs = list((out/'training'/'04_directclr'/'runs').iterdir())
+    assert len(runs) >= 2 * 8 and all((d/'run.nc').exists() for d in runs)
+    n = len(read_json(out/'manifest.json')['runs'])
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--section', '4', '--out', out, '--quiet')
+    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
