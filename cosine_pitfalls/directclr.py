@@ -4,19 +4,15 @@
 
 # %% ../nbs/04_directclr.ipynb #04a00003
 from __future__ import annotations
-import tempfile
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 import xarray as xr
 
-from .core import SectionRun, combine_verdicts, effect_text, judge_effect, paired_diff
-from .data import load_dataset
+from .core import combine_verdicts, effect_text, judge_effect, paired_diff
 from .evaluation import linear_probe
-from .train import TrainConfig, encode, load_model, sweep, sweep_configs
+from .train import encode, load_model
 
 # %% auto #0
 __all__ = ['PROFILES', 'COLLAPSE', 'directclr_settings', 'judge_order', 'setting_table', 'bar_panel', 'subvector_probe',

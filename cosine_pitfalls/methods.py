@@ -5,7 +5,7 @@
 # %% ../nbs/16_methods.ipynb #16a00003
 from __future__ import annotations
 import copy, math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -326,7 +326,7 @@ class SSLMethod(nn.Module):
 
     def _networks(self, views: list[Tensor], z1: Tensor, z2: Tensor) -> dict[str, Tensor]:
         "Every other network output the loss needs: predictions, target keys, the teacher (under autocast)."
-        m, out = self.cfg.method, {}
+        out = {}
         if self.predictor is not None: out['p1'], out['p2'] = self.predictor(z1), self.predictor(z2)
         if self.target is not None: out['t1'], out['t2'] = self._target_embed(views[0]), self._target_embed(views[1])
         return out
