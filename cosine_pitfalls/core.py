@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from .paper import PAPER, SECTIONS, check_ids, section_ids
+from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
 
 # %% auto #0
 __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'set_seed',
@@ -196,22 +196,28 @@ class SectionRun:
                  ids: str = 'all',         # comma-separated IDs to compute, or 'all' for the whole section
                  out_dir: str = '',        # where to write results; '' writes nothing
                  params: dict | None = None,  # the notebook's parameters, recorded with every result
+                 notebook: str | None = None,  # for a section of several notebooks: this one's file name
                 ):
         self.section, self.profile = section, check_choice('profile', profile, PROFILES)
-        mine = section_ids(section)
-        wanted = mine if ids in ('', 'all') else check_ids(i.strip() for i in ids.split(',') if i.strip())
-        other = [i for i in wanted if i not in mine]
-        if other: raise ValueError(f"ids {other} are not results of section {section}; allowed: {mine}")
+        if notebook is None and len(SECTIONS[section].notebooks) > 1:
+            raise ValueError(f"section {section} has several notebooks: pass notebook= one of "
+                             f"{[n.file for n in SECTIONS[section].notebooks]}")
+        if notebook is not None and NOTEBOOKS.get(notebook, None) not in SECTIONS[section].notebooks:
+            raise ValueError(f"notebook must be one of {[n.file for n in SECTIONS[section].notebooks]}; got {notebook!r}")
+        self.mine = section_ids(section) if notebook is None else notebook_ids(notebook)
+        self.where = f'section {section}' + (f' ({notebook})' if notebook else '')
+        wanted = self.mine if ids in ('', 'all') else check_ids(i.strip() for i in ids.split(',') if i.strip())
+        other = [i for i in wanted if i not in self.mine]
+        if other: raise ValueError(f"ids {other} are not results of {self.where}; allowed: {self.mine}")
         self.ids, self.out = wanted, (Path(out_dir) if out_dir else None)
         self.params = dict(params or {})
         self.saved: dict[str, dict] = {}
 
     def _mine(self, id: str):
-        if id not in section_ids(self.section):
-            raise ValueError(f"{id!r} is not a result of section {self.section}; allowed: {section_ids(self.section)}")
+        if id not in self.mine: raise ValueError(f"{id!r} is not a result of {self.where}; allowed: {self.mine}")
 
     def want(self, id: str) -> bool:
-        "Whether this run computes result `id` (which must belong to the section)."
+        "Whether this run computes result `id` (which must belong to the section or notebook)."
         self._mine(id)
         return id in self.ids
 

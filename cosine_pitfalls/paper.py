@@ -7,24 +7,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # %% auto #0
-__all__ = ['SECTIONS', 'PAPERS', 'PAPER', 'Section', 'PaperResult', 'section_ids', 'check_ids']
+__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'PAPER', 'Notebook', 'Section', 'PaperResult', 'section_ids', 'notebook_of',
+           'notebook_ids', 'check_ids']
 
 # %% ../nbs/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
+class Notebook:
+    "One runnable notebook of a section: its file under `nbs/`, its exported module, the papers whose results it computes."
+    section: int          # section number, as in the paper map
+    file: str             # file name under `nbs/`
+    module: str           # exported module under `cosine_pitfalls` (holds its `PROFILES`)
+    papers: tuple = ()    # short names of the papers it covers; () = every result of its section
+
+    @property
+    def stem(self) -> str: return self.file.rsplit('.', 1)[0]
+
+@dataclass(frozen=True)
 class Section:
-    "A paper section of the companion: its notebook in `nbs/` and its exported module."
-    number: int    # section number, as in the paper map
-    title: str     # short title
-    notebook: str  # file name under `nbs/`
-    module: str    # exported module under `cosine_pitfalls`
+    "A paper section of the companion: its title and its notebooks."
+    number: int           # section number, as in the paper map
+    title: str            # short title
+    notebooks: tuple      # its `Notebook`s, in reading order
+
+def _one(n, title, file, module): return Section(n, title, (Notebook(n, file, module),))
 
 SECTIONS = {s.number: s for s in [
-    Section(1, 'gradient derivations', '01_gradients.ipynb', 'gradients'),
-    Section(2, 'toy simulations', '02_toy_simulations.ipynb', 'toy'),
-    Section(3, 'CLOP synthetic 3D demo', '03_clop_synthetic.ipynb', 'clop_synthetic'),
-    Section(4, 'DirectCLR', '04_directclr.ipynb', 'directclr'),
-    Section(5, 'full GPU training', '05_gpu_training.ipynb', 'gpu_training'),
+    _one(1, 'gradient derivations', '01_gradients.ipynb', 'gradients'),
+    _one(2, 'toy simulations', '02_toy_simulations.ipynb', 'toy'),
+    _one(3, 'CLOP synthetic 3D demo', '03_clop_synthetic.ipynb', 'clop_synthetic'),
+    _one(4, 'DirectCLR', '04_directclr.ipynb', 'directclr'),
+    Section(5, 'full training', (
+        Notebook(5, '05a_embedding_norms.ipynb', 'embedding_norms', ('pitfalls', 'lee')),
+        Notebook(5, '05b_prototypes_margins.ipynb', 'prototypes_margins', ('clop', 'margins')))),
 ]}
+NOTEBOOKS = {nb.file: nb for s in SECTIONS.values() for nb in s.notebooks}   # file -> Notebook
 
 PAPERS = {
     'pitfalls': 'Draganov, Vadgama, Bekkers - The Hidden Pitfalls of the Cosine Similarity Loss',
@@ -127,6 +143,19 @@ def section_ids(section: int,  # section number, 1..5
     if section not in SECTIONS:
         raise ValueError(f"section must be one of {sorted(SECTIONS)}, got {section!r}")
     return [i for i, r in PAPER.items() if r.section == section]
+
+def notebook_of(id: str,  # a result ID
+               ) -> Notebook:  # the notebook that computes it
+    "The notebook that computes result `id`."
+    r = PAPER[check_ids([id])[0]]
+    nbs = SECTIONS[r.section].notebooks
+    return next(n for n in nbs if not n.papers or r.source in n.papers)
+
+def notebook_ids(file: str,  # a notebook's file name, e.g. '05a_embedding_norms.ipynb'
+                ) -> list[str]:  # the IDs it computes, in paper-map order
+    "IDs of one notebook."
+    if file not in NOTEBOOKS: raise ValueError(f"notebook must be one of {sorted(NOTEBOOKS)}; got {file!r}")
+    return [i for i in PAPER if notebook_of(i).file == file]
 
 def check_ids(ids,  # iterable of result IDs to check
              ) -> list[str]:  # the same IDs, as a list

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text, check_choice,
                                   git_sha, params_hash)
-from .paper import PAPER, SECTIONS, check_ids, section_ids
+from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of, section_ids
 
 # %% auto #0
 __all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params', 'parse_value',
@@ -33,13 +33,14 @@ def find_nbs(nbs: str | Path | None = None,  # explicit folder of the section no
     raise ValueError(f"nbs: no folder of section notebooks found (tried {[str(t) for t in tries if t]}); "
                      "run from a clone of the repository or pass --nbs DIR")
 
-def notebook_path(section: int, nbs: Path) -> Path:
-    "Path of a section's notebook (which may not exist yet)."
-    return Path(nbs)/SECTIONS[section].notebook
+def notebook_path(file: str, nbs: Path) -> Path:
+    "Path of a notebook of the paper map (which may not exist yet)."
+    if file not in NOTEBOOKS: raise ValueError(f"notebook must be one of {sorted(NOTEBOOKS)}; got {file!r}")
+    return Path(nbs)/file
 
 def implemented(id: str, nbs: Path) -> bool:
-    "An ID is implemented when its section notebook exists and registers it."
-    p = notebook_path(PAPER[id].section, nbs)
+    "An ID is implemented when its notebook exists and registers it."
+    p = notebook_path(notebook_of(id).file, nbs)
     return p.exists() and f"'{id}'" in p.read_text(encoding='utf-8')
 
 # %% ../nbs/90_runner.ipynb #9f09e078
@@ -89,12 +90,12 @@ def check_params(params: dict, spec: dict, where: str) -> dict:
         out[n] = v
     return out
 
-def profile_params(section: int, profile: str) -> dict:
-    "The parameter values a section's module gives for `profile` (its `PROFILES` dict)."
-    mod = importlib.import_module(f'cosine_pitfalls.{SECTIONS[section].module}')
-    profs = getattr(mod, 'PROFILES', None)
+def profile_params(file: str, profile: str) -> dict:
+    "The parameter values a notebook's module gives for `profile` (its `PROFILES` dict)."
+    module = NOTEBOOKS[file].module
+    profs = getattr(importlib.import_module(f'cosine_pitfalls.{module}'), 'PROFILES', None)
     if not isinstance(profs, dict) or set(profs) != set(PROFILES):
-        raise ValueError(f"cosine_pitfalls.{SECTIONS[section].module}.PROFILES must map each of {PROFILES} to a dict")
+        raise ValueError(f"cosine_pitfalls.{module}.PROFILES must map each of {PROFILES} to a dict")
     return dict(profs[profile])
 
 # %% ../nbs/90_runner.ipynb #6cf54364
@@ -113,9 +114,10 @@ def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
         stray = [i for i in ids if PAPER[i].section not in sections]
         if stray: raise ValueError(f"--only {stray} lie outside --section {sections}")
     if not ids:
-        chosen = sections or [s for s in SECTIONS if notebook_path(s, nbs).exists()]
+        exists = lambda s: any(notebook_path(n.file, nbs).exists() for n in SECTIONS[s].notebooks)
+        chosen = sections or [s for s in SECTIONS if exists(s)]
         ids = [i for s in chosen for i in section_ids(s)]
-        missing = [s for s in chosen if not notebook_path(s, nbs).exists()]
+        missing = [s for s in chosen if not exists(s)]
         if missing and sections: raise ValueError(f"section(s) {missing} are not yet implemented (no notebook in {nbs})")
     todo = [i for i in ids if not implemented(i, nbs)]
     if only and todo: raise ValueError(f"result(s) {todo} are not yet implemented; see `cosine-pitfalls list`")
@@ -124,15 +126,17 @@ def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
     if any(len(p) != 2 or not p[0] for p in pairs):
         raise ValueError(f"parameters are given as -p name=value; got {[o for o in overrides if '=' not in o]}")
     jobs = []
-    for s in sorted({PAPER[i].section for i in ids}):
-        path = notebook_path(s, nbs); spec = notebook_params(path)
+    files = [f for f in NOTEBOOKS if any(notebook_of(i).file == f for i in ids)]        # paper-map order
+    for f in files:
+        path = notebook_path(f, nbs); spec = notebook_params(path)
         given = {}
-        for n, text in pairs:
+        for n, text in pairs:              # every notebook of the batch must declare it (narrow the batch with --only)
             if n in ('profile', 'ids', 'out_dir'): raise ValueError(f"parameter {n} is set by the runner (use --profile/--only/--out)")
             if n not in spec: raise ValueError(f"unknown parameter {n!r} for {path.name}; allowed: {', '.join(sorted(spec))}")
             given[n] = parse_value(n, text, spec[n][0])
-        params = check_params({**profile_params(s, profile), **given, 'profile': profile}, spec, path.name)
-        jobs.append(dict(section=s, notebook=path, ids=[i for i in ids if PAPER[i].section == s], params=params))
+        params = check_params({**profile_params(f, profile), **given, 'profile': profile}, spec, path.name)
+        jobs.append(dict(section=NOTEBOOKS[f].section, notebook=path, ids=[i for i in ids if notebook_of(i).file == f],
+                         params=params))
     return jobs
 
 # %% ../nbs/90_runner.ipynb #a16ac9fa
@@ -325,7 +329,7 @@ def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> 
     man = read_json(out/'manifest.json', {}) or {}
     lines, counts = report_header(man), {}
     for s, sec in SECTIONS.items():
-        lines += [f'## Section {s}: {sec.title} (`nbs/{sec.notebook}`)', '',
+        lines += [f'## Section {s}: {sec.title} (' + ', '.join(f'`nbs/{n.file}`' for n in sec.notebooks) + ')', '',
                   "| ID | the paper's result (paper) | ours | scale | verdict | files |", '| --- | --- | --- | --- | --- | --- |']
         figs = []
         for i in section_ids(s):
@@ -378,8 +382,8 @@ def main(argv: list | None = None) -> int:
     try:
         if args.cmd == 'list':
             nbs = find_nbs(args.nbs)
-            print(f"{'ID':<24} {'notebook':<26} status")
-            for i, r in PAPER.items(): print(f"{i:<24} {SECTIONS[r.section].notebook:<26} {status(i, Path(args.out), nbs)[0]}")
+            print(f"{'ID':<24} {'notebook':<30} status")
+            for i in PAPER: print(f"{i:<24} {notebook_of(i).file:<30} {status(i, Path(args.out), nbs)[0]}")
             return 0
         if args.cmd == 'report':
             check_out(args.out, create=False)

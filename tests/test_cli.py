@@ -7,7 +7,7 @@ import pytest
 from conftest import CLI, NBS, read_json, run_cli, tree
 
 from cosine_pitfalls.core import VERDICTS
-from cosine_pitfalls.paper import PAPER, SECTIONS, section_ids
+from cosine_pitfalls.paper import NOTEBOOKS, PAPER, SECTIONS, notebook_ids, notebook_of, section_ids
 
 SECTION1 = section_ids(1)
 
@@ -18,12 +18,13 @@ def test_list_names_every_id(cli, tmp_path):
     rows = {l.split()[0]: l for l in r.stdout.splitlines()[1:]}
     assert set(rows) == set(PAPER)
     for i in SECTION1: assert 'not run' in rows[i]
-    for i, p in PAPER.items():
-        if not (NBS/SECTIONS[p.section].notebook).exists(): assert 'not yet implemented' in rows[i]
+    for i in PAPER:
+        assert notebook_of(i).file in rows[i]
+        if not (NBS/notebook_of(i).file).exists(): assert 'not yet implemented' in rows[i]
 
 
 def _unimplemented_id():
-    return next((i for i, p in PAPER.items() if not (NBS/SECTIONS[p.section].notebook).exists()), None)
+    return next((i for i in PAPER if not (NBS/notebook_of(i).file).exists()), None)
 
 
 BAD = [
@@ -125,7 +126,7 @@ def test_edited_code_reruns_without_force(smoke1, tmp_path):
     assert same.returncode == 0, same.stderr
     assert len(read_json(out/'manifest.json')['runs']) == n, 'unchanged code and parameters must be skipped'
     nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
-    p = nbs/SECTIONS[1].notebook; nb = json.loads(p.read_text())
+    p = nbs/notebook_of(SECTION1[0]).file; nb = json.loads(p.read_text())
     k = next(j for j, c in enumerate(nb['cells']) if c['cell_type'] == 'code' and 'parameters' not in c.get('metadata', {}).get('tags', []))
     nb['cells'][k]['source'] = ''.join(nb['cells'][k]['source']) + '\n# an edit to the code'
     p.write_text(json.dumps(nb))
@@ -146,10 +147,10 @@ def test_report_rebuilds_from_disk(smoke1, cli):
     assert strip(new) == strip(old)
 
 
-def _broken_copy(tmp_path, section):
-    "A copy of nbs/ where `section`'s notebook raises right after its parameters cell."
+def _broken_copy(tmp_path, file):
+    "A copy of nbs/ where the notebook `file` raises right after its parameters cell."
     nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
-    p = nbs/SECTIONS[section].notebook; nb = json.loads(p.read_text())
+    p = nbs/file; nb = json.loads(p.read_text())
     k = next(j for j, c in enumerate(nb['cells']) if 'parameters' in c.get('metadata', {}).get('tags', []))
     nb['cells'].insert(k + 1, dict(cell_type='code', metadata={}, outputs=[], execution_count=None, id='broken',
                                    source="raise RuntimeError('deliberate failure planted by the test')"))
@@ -158,10 +159,10 @@ def _broken_copy(tmp_path, section):
 
 
 def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
-    other = next((s for s in (2, 3, 4, 5) if (NBS/SECTIONS[s].notebook).exists()), None)
+    other = next((f for f in NOTEBOOKS if f != notebook_of('clop.thm1').file and (NBS/f).exists()), None)
     if other is None: pytest.skip('needs a second section notebook')
     nbs, out = _broken_copy(tmp_path, other), tmp_path/'out'
-    bad = section_ids(other)[0]
+    bad = notebook_ids(other)[0]
     r = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', bad, '--nbs', nbs, '--out', out, '--quiet')
     assert r.returncode == 1
     assert 'deliberate failure planted by the test' in r.stderr
@@ -169,7 +170,7 @@ def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
     assert m['results']['clop.thm1']['status'] == 'ok' and (out/'results'/'clop.thm1.nc').exists()
     err = m['results'][bad]['error']
     assert m['results'][bad]['status'] == 'failed' and err['ename'] == 'RuntimeError' and err['cell'] is not None
-    kept = out/'runs'/f"{Path(SECTIONS[other].notebook).stem}.smoke.ipynb"
+    kept = out/'runs'/f"{Path(other).stem}.smoke.ipynb"
     assert 'deliberate failure planted by the test' in kept.read_text()
     row = (out/'report.md').read_text().split(f'| `{bad}` |')[1].split('\n')[0]
     assert '| failed |' in row and 'RuntimeError' in row

@@ -17,9 +17,9 @@ def test_installed_version_matches_settings():
 
 def test_package_imports_headless_in_fresh_interpreter():
     "The exported modules import without Jupyter, in a plain interpreter outside the repository."
-    from cosine_pitfalls.paper import SECTIONS
+    from cosine_pitfalls.paper import NOTEBOOKS
     mods = ['cosine_pitfalls.core', 'cosine_pitfalls.paper', 'cosine_pitfalls.runner'] + \
-           [f'cosine_pitfalls.{s.module}' for s in SECTIONS.values() if (NBS/s.notebook).exists()]
+           [f'cosine_pitfalls.{n.module}' for n in NOTEBOOKS.values() if (NBS/n.file).exists()]
     code = 'import importlib,sys\n' + ''.join(f'importlib.import_module({m!r})\n' for m in mods) + 'print("ok")'
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', timeout=300,
                        env={'MPLBACKEND': 'Agg', 'PATH': '/usr/bin:/bin'})
@@ -53,25 +53,25 @@ def test_readme_two_commands_are_what_ci_runs():
 
 
 def test_every_notebook_has_one_parameters_cell_when_runnable():
-    from cosine_pitfalls.paper import SECTIONS
-    for s in SECTIONS.values():
-        p = NBS/s.notebook
+    from cosine_pitfalls.paper import NOTEBOOKS
+    for f in NOTEBOOKS:
+        p = NBS/f
         if not p.exists(): continue
         nb = json.loads(p.read_text())
         tagged = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
-        assert len(tagged) == 1, f'{s.notebook}: {len(tagged)} parameters cells'
-        assert not ''.join(tagged[0]['source']).startswith('#| export'), f'{s.notebook}: parameters cell must not be exported'
+        assert len(tagged) == 1, f'{f}: {len(tagged)} parameters cells'
+        assert not ''.join(tagged[0]['source']).startswith('#| export'), f'{f}: parameters cell must not be exported'
 
 
 @pytest.mark.parametrize('profile', ['smoke', 'cpu', 'gpu', 'paper'])
 def test_profiles_validate_against_notebooks(profile):
     "Each implemented section's PROFILES dict names only parameters of its notebook, with the right types."
     from cosine_pitfalls.runner import plan
-    from cosine_pitfalls.paper import SECTIONS
-    done = [n for n, s in SECTIONS.items() if (NBS/s.notebook).exists()]
+    from cosine_pitfalls.paper import NOTEBOOKS
+    done = [f for f in NOTEBOOKS if (NBS/f).exists()]
     assert done, 'no section notebook yet'
-    jobs = plan(profile, sections=done, nbs=NBS)
-    assert {j['section'] for j in jobs} == set(done)
+    jobs = plan(profile, sections=sorted({NOTEBOOKS[f].section for f in done}), nbs=NBS)
+    assert [j['notebook'].name for j in jobs] == done
     for j in jobs: assert j['params']['profile'] == profile
 
 
