@@ -18,7 +18,7 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 # %% auto #0
 __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'set_seed',
            'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha', 'paired_diff',
-           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'SectionRun', 'load_result']
+           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_claim', 'SectionRun', 'load_result']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -172,6 +172,18 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
     for v in ('differ', 'inconclusive', 'corrected', 'agree'):
         if v in vs: return v
     return 'rebuilt'
+
+def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
+                b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
+                expected: int = 1,     # +1: the claim is a > b; −1: a < b
+                label: str = 'a − b',  # how the comparison is named in the text
+                digits: int = 3,       # decimals shown
+                dim: str = 'seed',     # the paired dimension
+               ) -> tuple[str, str]:   # the verdict, and e.g. 'cut − default +0.021 ± 0.008 (2.6 s.e.: beyond noise) → agree'
+    "Judge one claimed direction on paired differences over `dim`: its verdict and one line of text."
+    d, se = paired_diff(a, b, dim)
+    v = judge_effect(d, se, expected)
+    return v, f'{label} {effect_text(d, se, digits)} → {v}'
 
 # %% ../nbs/00_core.ipynb #86561089
 JOB_ENV = 'COSINE_PITFALLS_JOB'   # the runner puts its job hash (notebook, parameters, code) here for the kernel

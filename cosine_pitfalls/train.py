@@ -23,16 +23,17 @@ from .methods import CONTRASTIVE, MethodConfig, SSLMethod
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'NOT_IDENTITY', 'DIGITS_CPU', 'ENGINE_MODULES', 'CHECKPOINT', 'RESULT',
-           'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at',
+__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'NOT_IDENTITY', 'DIGITS_CPU', 'ENGINE_MODULES', 'CHECKPOINT',
+           'RESULT', 'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at',
            'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state', 'set_rng_state', 'load_model',
-           'history_dataset', 'derive_seed', 'build_model', 'train', 'sweep_configs', 'sweep', 'train_parser',
-           'config_from_args', 'main']
+           'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train', 'sweep_configs', 'sweep',
+           'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
 SCHEDULES = ('cosine', 'constant')
 LR_SCALINGS = ('linear', 'none')
+PROBE_LABELS = ('all', 'known')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
 
 @dataclass
@@ -73,6 +74,10 @@ class TrainConfig(MethodConfig):
     linear_probe: bool = False         # train a linear probe on the final features
     probe_epochs: int = 100            # linear-probe epochs
     diag_samples: int = 512            # training images of the per-epoch diagnostics
+    diag_keep: int = 0                 # keep the embeddings of the first n diagnostic positive pairs every epoch
+    record_init: bool = False          # also record the untrained network (diagnostics; kNN if eval_every) as epoch 0
+    probe_labels: str = 'all'          # the linear probe learns from 'all' training labels or the 'known' (label_frac)
+    class_subset: str = ''             # comma-separated classes to train and evaluate on ('' = all), renumbered 0..k-1
     collapse_std: float = 1e-3         # complete collapse: the mean std of ℓ2-normalized embeddings falls below this
     checkpoint_every: int = 1          # write a checkpoint every this many epochs (0: never)
     out_dir: str = ''                  # where run.nc, config.json and checkpoint.pt go ('' writes nothing)
@@ -89,6 +94,8 @@ class TrainConfig(MethodConfig):
         check_choice('lr_scaling', self.lr_scaling, LR_SCALINGS); check_choice('cut_mode', self.cut_mode, CUT_MODES)
         check_choice('augment', self.augment, ('auto',) + tuple(AUG_PRESETS))
         for name in ('epochs', 'batch_size', 'width', 'probe_epochs', 'diag_samples'): _int(name, getattr(self, name), 1)
+        _int('diag_keep', self.diag_keep, 0); check_choice('probe_labels', self.probe_labels, PROBE_LABELS)
+        self.classes()
         _int('knn_k', self.knn_k, 1, none=True)
         for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'): _int(name, getattr(self, name), 0)
         for name in ('image_size',): _int(name, self.image_size, 1, none=True)
@@ -97,7 +104,8 @@ class TrainConfig(MethodConfig):
         for name in ('weight_decay', 'warmup_epochs', 'grad_clip'): check_positive(name, getattr(self, name), strict=False)
         if not 0 <= self.momentum < 1: raise ValueError(f"momentum must be a number in [0, 1); got {self.momentum!r}")
         if self.warmup_epochs > self.epochs: raise ValueError(f"warmup_epochs must be <= epochs ({self.epochs}); got {self.warmup_epochs}")
-        for name in ('download', 'wd_exclude_bn_bias', 'amp', 'channels_last', 'compile', 'linear_probe', 'show_progress'):
+        for name in ('download', 'wd_exclude_bn_bias', 'amp', 'channels_last', 'compile', 'linear_probe', 'show_progress',
+                     'record_init'):
             if not isinstance(getattr(self, name), bool): raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.device != 'auto' and not (self.device in ('cpu', 'cuda') or str(self.device).startswith('cuda:')):
             raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:N'; got {self.device!r}")
@@ -109,6 +117,16 @@ class TrainConfig(MethodConfig):
     def run_id(self) -> str:
         "12 hex digits naming the run: the hash of every field that changes its numbers, and of the engine's code."
         return params_hash({**{k: v for k, v in asdict(self).items() if k not in NOT_IDENTITY}, 'engine': engine_hash()})
+
+    def classes(self) -> list[int] | None:
+        "The classes of `class_subset` as a sorted list of distinct integers, or None for every class."
+        if not isinstance(self.class_subset, str): raise ValueError(f"class_subset must be a string like '0,1,2'; got {self.class_subset!r}")
+        if not self.class_subset.strip(): return None
+        try: cs = [int(t) for t in self.class_subset.split(',')]
+        except ValueError: raise ValueError(f"class_subset must be comma-separated class indices like '0,1,2'; got {self.class_subset!r}") from None
+        if len(set(cs)) != len(cs) or len(cs) < 2 or min(cs) < 0:
+            raise ValueError(f"class_subset must name at least two distinct classes >= 0; got {self.class_subset!r}")
+        return sorted(cs)
 
     def preset(self) -> str:
         "The augmentation preset the run uses."
@@ -177,6 +195,7 @@ def lr_at(step: int, total: int, steps_per_epoch: int, cfg: TrainConfig, world_s
 def diagnostics(model: SSLMethod,          # the method (put in eval mode here, restored after)
                 clean: Tensor,             # (n, C, H, W) un-augmented images, normalized
                 views: list[Tensor],       # two fixed augmented views of the same images
+                keep: int = 0,             # also return the embeddings z1, z2 of the first `keep` pairs
                ) -> dict[str, Tensor]:     # scalars and spectra (on the device)
     "The per-epoch collapse diagnostics on fixed images."
     was = model.training; model.eval()
@@ -190,7 +209,8 @@ def diagnostics(model: SSLMethod,          # the method (put in eval mode here, 
     s = zn1 @ zn2.T; off = ~torch.eye(len(s), dtype=torch.bool, device=s.device)
     neg = s[off]
     rn, zn = r.norm(dim=-1), z.norm(dim=-1)
-    return dict(r_norm_mean=rn.mean(), r_norm_std=rn.std(), z_norm_mean=zn.mean(), z_norm_std=zn.std(),
+    kept = dict(pair_z1=z1[:keep], pair_z2=z2[:keep]) if keep else {}       # (keep, d) each
+    return kept | dict(r_norm_mean=rn.mean(), r_norm_std=rn.std(), z_norm_mean=zn.mean(), z_norm_std=zn.std(),
                 pos_cos_mean=pos.mean(), pos_obtuse_share=(pos < 0).float().mean(),
                 neg_cos_mean=neg.mean(), neg_cos_var=neg.var(unbiased=False),
                 z_normalized_std=F.normalize(z, dim=-1).std(0).mean(),
@@ -210,7 +230,9 @@ def encode(model: SSLMethod, x: Tensor,   # uint8 images (N, C, H, W) on the mod
     model.train(was)
     return torch.cat(out)
 
-def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, autocast: bool = False) -> dict[str, float]:
+def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, autocast: bool = False,
+             known: Tensor | None = None,  # (N,) bool: the probe learns from these training labels only (None: all)
+            ) -> dict[str, float]:
     "kNN top-1/top-5 of the test set against the clean training bank, and the linear probe when asked."
     ftr = encode(model, data.train_x, data.mean, data.std, autocast=autocast)
     fte = encode(model, data.test_x, data.mean, data.std, autocast=autocast)
@@ -218,7 +240,8 @@ def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, auto
     acc = knn_topk(ftr, data.train_y, fte, data.test_y, k=k, temperature=cfg.knn_t)
     out = dict(knn_top1=float(acc[1]), knn_top5=float(acc[5]))
     if probe:
-        lp = linear_probe(ftr, data.train_y, fte, data.test_y, epochs=cfg.probe_epochs, seed=cfg.seed)
+        tr = slice(None) if known is None else known.to(ftr.device)
+        lp = linear_probe(ftr[tr], data.train_y[tr], fte, data.test_y, epochs=cfg.probe_epochs, seed=cfg.seed)
         out.update(probe_top1=lp['top1'], probe_top5=lp['top5'])
     return out
 
@@ -266,7 +289,13 @@ def history_dataset(history: list[dict], cfg: TrainConfig, extra_attrs: dict) ->
     for k in keys:
         if k == 'epoch': continue
         vals = [h.get(k) for h in history]
-        if any(isinstance(v, list) for v in vals):
+        if any(isinstance(v, list) and v and isinstance(v[0], list) for v in vals):   # (pair, component) per epoch
+            shape = max((len(v), len(v[0])) for v in vals if isinstance(v, list) and v)
+            arr = np.full((len(vals), *shape), np.nan)
+            for i, v in enumerate(vals):
+                if isinstance(v, list) and v: arr[i] = np.asarray(v)
+            data[k] = (('epoch', 'pair', 'pair_component'), arr)
+        elif any(isinstance(v, list) for v in vals):
             n = max(len(v) for v in vals if isinstance(v, list))
             arr = np.full((len(vals), n), np.nan)
             for i, v in enumerate(vals):
@@ -308,6 +337,20 @@ def build_model(cfg: TrainConfig, num_classes: int, n_total: int, channels: int)
         model.sync_target()
     return model
 
+def subset_classes(data,                 # an ImageData
+                   classes: list[int],   # the classes to keep (their order gives the new labels 0..k-1)
+                  ):                     # the ImageData of those classes only
+    "The images of some classes, relabelled 0..k−1 in the order given."
+    bad = [c for c in classes if not 0 <= c < data.num_classes]
+    if bad: raise ValueError(f"class_subset: classes {bad} are not classes of {data.name} (0..{data.num_classes - 1})")
+    lut = torch.full((data.num_classes,), -1, dtype=torch.long, device=data.train_y.device)
+    lut[torch.tensor(classes, device=lut.device)] = torch.arange(len(classes), device=lut.device)
+    tr, te = lut[data.train_y] >= 0, lut[data.test_y] >= 0
+    return dataclasses.replace(data, train_x=data.train_x[tr], train_y=lut[data.train_y[tr]], test_x=data.test_x[te],
+                               test_y=lut[data.test_y[te]], num_classes=len(classes),
+                               source=f"{data.source}; of it, classes {','.join(map(str, classes))} only, relabelled "
+                                      f"0..{len(classes) - 1} ({int(tr.sum())} train / {int(te.sum())} test images)")
+
 def _channels(cfg: TrainConfig) -> int:
     return cfg.channels or (1 if cfg.dataset == 'digits' and cfg.backbone == 'small_cnn' else 3)
 
@@ -325,8 +368,9 @@ def train(cfg: TrainConfig,            # the run (validated)
         if done.attrs.get('run_id') == cfg.run_id(): return done
     old_threads = torch.get_num_threads()
     if cfg.threads: torch.set_num_threads(cfg.threads)
+    torch.set_flush_denormal(True)         # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
     try: return _train(cfg, data, rank, world, dev, out, stop_after)
-    finally: torch.set_num_threads(old_threads)
+    finally: torch.set_num_threads(old_threads); torch.set_flush_denormal(False)   # False: torch's default
 
 def _train(cfg, data, rank, world, dev, out, stop_after=None):
     chans = _channels(cfg)
@@ -334,6 +378,7 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
         data = load_dataset(cfg.dataset, cfg.data_root, download=cfg.download, image_size=cfg.image_size,
                             channels=chans, path=cfg.data_path, device=dev)
     else: data = data.to(dev)
+    if cfg.classes() is not None: data = subset_classes(data, cfg.classes())
     cuda = dev.type == 'cuda'; amp = cfg.amp and cuda
     random.seed(cfg.seed); np.random.seed(cfg.seed % 2**32)
     model = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1]).to(dev)
@@ -369,6 +414,11 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
             status, status_epoch, train_s = st['status'], st['status_epoch'], st['train_s']
     bar = tqdm(total=total, initial=start * spe, desc=f'{cfg.method} {cfg.dataset}', unit='step', mininterval=2,
                disable=not (cfg.show_progress and rank == 0), leave=False)
+    if start == 0 and not history and cfg.record_init:                      # epoch 0: the untrained network
+        rec = dict(epoch=0, **{k: (v.tolist() if v.dim() else float(v))
+                               for k, v in diagnostics(model, dclean, dviews, cfg.diag_keep).items()})
+        if cfg.eval_every: rec.update(evaluate(model, data, cfg, autocast=amp))
+        history.append(rec)
     last_knn = next((h['knn_top1'] for h in reversed(history) if 'knn_top1' in h), None)
     for epoch in range(start, cfg.epochs):
         if status == 'diverged': break
@@ -396,7 +446,7 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
                    step_loss=torch.stack(step_losses).tolist(), epoch_seconds=epoch_s, epoch_images_per_second=spe * G / epoch_s)
         if not math.isfinite(rec['loss']): status, status_epoch = 'diverged', epoch + 1
         else:
-            d = diagnostics(model, dclean, dviews)
+            d = diagnostics(model, dclean, dviews, cfg.diag_keep)
             rec.update({k: (v.tolist() if v.dim() else float(v)) for k, v in d.items()})
             if rec['z_normalized_std'] < cfg.collapse_std and status == 'ok': status, status_epoch = 'collapsed', epoch + 1
             if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
@@ -414,9 +464,10 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
     bar.close()
     final = {}
     if status != 'diverged' and history:
-        final = evaluate(model, data, cfg, probe=cfg.linear_probe, autocast=amp)
+        final = evaluate(model, data, cfg, probe=cfg.linear_probe, autocast=amp,
+                         known=known if cfg.probe_labels == 'known' else None)
         history[-1].update({k: v for k, v in final.items() if k.startswith('knn')})
-    done_steps = len(history) * spe
+    done_steps = sum(h['epoch'] > 0 for h in history) * spe
     attrs = dict(status=status, status_epoch=status_epoch if status_epoch is not None else -1, world_size=world,
                  device=str(torch.cuda.get_device_name(dev) if cuda else f'cpu ({os.cpu_count()} cores)'),
                  train_seconds=round(train_s, 3), images_per_second=round(done_steps * G / max(train_s, 1e-9), 1),
@@ -431,6 +482,12 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
 # %% ../nbs/17_train.ipynb #17a00024
 OUTCOME = ('status', 'status_epoch', 'final_knn_top1', 'final_knn_top5', 'final_probe_top1', 'final_probe_top5',
            'images_per_second', 'train_seconds')
+
+def _finished(cfg: TrainConfig) -> bool:
+    "Whether the run's folder holds its finished result (same run id)."
+    f = Path(cfg.out_dir)/RESULT
+    if not f.exists(): return False
+    with xr.open_dataset(f, engine='h5netcdf') as ds: return ds.attrs.get('run_id') == cfg.run_id()
 
 def _run_one(kw: dict) -> str:
     "Train one sweep run in this process (for the worker pool); returns its result path."
@@ -469,7 +526,10 @@ def sweep(base: TrainConfig,            # the settings every run shares
     runs = sweep_configs(base, grid, seeds, out_dir, settings)         # every config validated before any training
     _int('workers', workers, 1)
     todo = [asdict(dataclasses.replace(c, show_progress=False, threads=1 if workers > 1 else c.threads)) for _, c in runs]
-    if workers == 1:
+    todo = [kw for (_, c), kw in zip(runs, todo) if not _finished(c)]     # finished runs are read, not sent to a worker
+    todo = list({kw['out_dir']: kw for kw in todo}.values())              # settings that are the same run train once
+    todo.sort(key=lambda kw: -kw['epochs'] * (1 + 64 / kw['batch_size']))   # longest first: the workers finish together
+    if workers == 1 or len(todo) <= 1:
         for kw in tqdm(todo, desc='runs', disable=not progress, mininterval=2): _run_one(kw)
     else:
         import concurrent.futures as cf, multiprocessing as mp
