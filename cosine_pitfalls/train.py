@@ -23,17 +23,18 @@ from .methods import CONTRASTIVE, MethodConfig, SSLMethod
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'NOT_IDENTITY', 'DIGITS_CPU', 'ENGINE_MODULES', 'CHECKPOINT',
-           'RESULT', 'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at',
-           'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state', 'set_rng_state', 'load_model',
-           'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train', 'sweep_configs', 'sweep',
-           'train_parser', 'config_from_args', 'main']
+__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'DIGITS_CPU',
+           'ENGINE_MODULES', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS',
+           'make_optimizer', 'peak_lr', 'lr_at', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state',
+           'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train',
+           'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
 SCHEDULES = ('cosine', 'constant')
 LR_SCALINGS = ('linear', 'none')
 PROBE_LABELS = ('all', 'known')
+KNN_FEATURES = ('backbone', 'embedding')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
 
 @dataclass
@@ -71,6 +72,7 @@ class TrainConfig(MethodConfig):
     eval_every: int = 5                # kNN every this many epochs (0: at the end only)
     knn_k: int | None = None           # kNN neighbours; None: 200 (the SSL monitor), 20 on digits (~144 images a class)
     knn_t: float = 0.1                 # kNN temperature
+    knn_features: str = 'backbone'     # kNN on the 'backbone' representation r or on the 'embedding' z the loss sees
     linear_probe: bool = False         # train a linear probe on the final features
     probe_epochs: int = 100            # linear-probe epochs
     diag_samples: int = 512            # training images of the per-epoch diagnostics
@@ -95,6 +97,7 @@ class TrainConfig(MethodConfig):
         check_choice('augment', self.augment, ('auto',) + tuple(AUG_PRESETS))
         for name in ('epochs', 'batch_size', 'width', 'probe_epochs', 'diag_samples'): _int(name, getattr(self, name), 1)
         _int('diag_keep', self.diag_keep, 0); check_choice('probe_labels', self.probe_labels, PROBE_LABELS)
+        check_choice('knn_features', self.knn_features, KNN_FEATURES)
         self.classes()
         _int('knn_k', self.knn_k, 1, none=True)
         for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'): _int(name, getattr(self, name), 0)
@@ -222,11 +225,13 @@ def encode(model: SSLMethod, x: Tensor,   # uint8 images (N, C, H, W) on the mod
            mean: tuple, std: tuple,       # the dataset's normalization
            chunk: int = 1024,             # images per forward pass (fixed: no recompiles)
            autocast: bool = False,        # bf16 autocast (CUDA)
+           embedding: bool = False,       # the embedding z = projector(r) instead of r
           ) -> Tensor:                    # (N, feat_dim) float32
-    "Backbone features of every image, eval mode, no augmentation."
+    "Backbone features (or embeddings) of every image, eval mode, no augmentation."
     was = model.training; model.eval(); out = []
+    net = (lambda v: model.embed(v)[1]) if embedding else model.backbone
     with torch.no_grad(), torch.autocast('cuda', torch.bfloat16, enabled=autocast):
-        for i in range(0, len(x), chunk): out.append(model.backbone(eval_images(x[i:i + chunk], mean, std)).float())
+        for i in range(0, len(x), chunk): out.append(net(eval_images(x[i:i + chunk], mean, std)).float())
     model.train(was)
     return torch.cat(out)
 
@@ -234,12 +239,14 @@ def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, auto
              known: Tensor | None = None,  # (N,) bool: the probe learns from these training labels only (None: all)
             ) -> dict[str, float]:
     "kNN top-1/top-5 of the test set against the clean training bank, and the linear probe when asked."
-    ftr = encode(model, data.train_x, data.mean, data.std, autocast=autocast)
-    fte = encode(model, data.test_x, data.mean, data.std, autocast=autocast)
-    k = min(cfg.knn_k or (20 if cfg.dataset == 'digits' else 200), len(ftr))
-    acc = knn_topk(ftr, data.train_y, fte, data.test_y, k=k, temperature=cfg.knn_t)
+    feats = lambda emb: [encode(model, x, data.mean, data.std, autocast=autocast, embedding=emb)
+                         for x in (data.train_x, data.test_x)]
+    ktr, kte = feats(cfg.knn_features == 'embedding')                      # what the kNN reads
+    k = min(cfg.knn_k or (20 if cfg.dataset == 'digits' else 200), len(ktr))
+    acc = knn_topk(ktr, data.train_y, kte, data.test_y, k=k, temperature=cfg.knn_t)
     out = dict(knn_top1=float(acc[1]), knn_top5=float(acc[5]))
     if probe:
+        ftr, fte = (ktr, kte) if cfg.knn_features == 'backbone' else feats(False)   # the probe reads r
         tr = slice(None) if known is None else known.to(ftr.device)
         lp = linear_probe(ftr[tr], data.train_y[tr], fte, data.test_y, epochs=cfg.probe_epochs, seed=cfg.seed)
         out.update(probe_top1=lp['top1'], probe_top5=lp['top5'])
