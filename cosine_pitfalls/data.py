@@ -16,15 +16,16 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import Tensor
 from torchvision import datasets as tv_datasets
-from torchvision.transforms import v2
+from torchvision.transforms import InterpolationMode, v2
 from torchvision.transforms.v2 import functional as TF
 
 from .core import check_choice, check_positive, get_device
 
 # %% auto #0
-__all__ = ['DATASETS', 'DEFAULT_SIZES', 'DIGITS_SPLIT_SEED', 'JITTER_OPS', 'SOLARIZE_THRESHOLD', 'AUG_PRESETS', 'ImageData',
-           'channel_stats', 'resize_images', 'to_channels', 'load_dataset', 'labelled_mask', 'AugSpec', 'crop_boxes',
-           'resized_crop', 'adjust_hue', 'color_jitter', 'blur_kernel_size', 'gaussian_blur', 'solarize',
+__all__ = ['DATASETS', 'DEFAULT_SIZES', 'DIGITS_SPLIT_SEED', 'JITTER_OPS', 'SOLARIZE_THRESHOLD', 'POLICY_OPS', 'RANDAUGMENT_OPS',
+           'SIGNED_OPS', 'AUTOAUGMENT_IMAGENET', 'AUG_PRESETS', 'ImageData', 'channel_stats', 'resize_images',
+           'to_channels', 'load_dataset', 'labelled_mask', 'AugSpec', 'crop_boxes', 'resized_crop', 'adjust_hue',
+           'color_jitter', 'blur_kernel_size', 'gaussian_blur', 'solarize', 'policy_magnitudes', 'policy_op',
            'draw_aug_params', 'apply_aug', 'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
 
 # %% ../nbs/13_data.ipynb #d7a1c0e7
@@ -455,6 +456,94 @@ def solarize(x: Tensor,       # images in [0, 1], (B, C, H, W)
             ) -> Tensor:      # (B, C, H, W)
     "Invert the pixels >= 0.5 of the active samples."
     return torch.where(active.view(-1, 1, 1, 1) & (x >= SOLARIZE_THRESHOLD), 1 - x, x)
+
+# %% ../nbs/13_data.ipynb #d7a1c301
+POLICY_OPS = ('Identity', 'ShearX', 'ShearY', 'TranslateX', 'TranslateY', 'Rotate', 'Brightness', 'Color',
+              'Contrast', 'Sharpness', 'Posterize', 'Solarize', 'AutoContrast', 'Equalize', 'Invert')
+RANDAUGMENT_OPS = POLICY_OPS[:14]          # RandAugment's 14 operations (torchvision's order), no Invert
+SIGNED_OPS = frozenset(POLICY_OPS[1:10])   # ShearX .. Sharpness: the magnitude takes a random sign
+_NO_MAGNITUDE = frozenset({'Identity', 'AutoContrast', 'Equalize', 'Invert'})
+
+def policy_magnitudes(num_bins: int,  # magnitude bins: 31 (RandAugment) or 10 (AutoAugment)
+                      height: int,    # image height (TranslateY's range)
+                      width: int,     # image width (TranslateX's range)
+                     ) -> Tensor:     # (len(POLICY_OPS), num_bins) float32; 0 for ops without a magnitude
+    "Unsigned magnitude of every policy operation in every bin, torchvision's definitions (float32 as there)."
+    if not isinstance(num_bins, int) or isinstance(num_bins, bool) or num_bins < 2:
+        raise ValueError(f"num_bins must be an integer >= 2; got {num_bins!r}")
+    lin = lambda lo, hi: torch.linspace(lo, hi, num_bins)                     # (num_bins,) float32
+    bits = (8 - torch.arange(num_bins) / ((num_bins - 1) / 4)).round()        # 8 .. 4 (Posterize)
+    rows = {'ShearX': lin(0.0, 0.3), 'ShearY': lin(0.0, 0.3), 'TranslateX': lin(0.0, 150.0 / 331.0 * width),
+            'TranslateY': lin(0.0, 150.0 / 331.0 * height), 'Rotate': lin(0.0, 30.0),
+            'Brightness': lin(0.0, 0.9), 'Color': lin(0.0, 0.9), 'Contrast': lin(0.0, 0.9),
+            'Sharpness': lin(0.0, 0.9), 'Posterize': bits, 'Solarize': lin(1.0, 0.0)}
+    return torch.stack([rows.get(op, torch.zeros(num_bins)) for op in POLICY_OPS])
+
+# %% ../nbs/13_data.ipynb #d7a1c304
+_NEAREST = InterpolationMode.NEAREST   # the interpolation of torchvision's RandAugment and AutoAugment
+
+def _shear(x, sx, sy):   # shear angles in degrees, about the top-left corner; outside the image: 0
+    return TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[sx, sy], interpolation=_NEAREST,
+                     fill=None, center=[0, 0])
+
+def _translate(x, tx, ty):   # whole pixels; outside the image: 0
+    return TF.affine(x, angle=0.0, translate=[tx, ty], scale=1.0, shear=[0.0, 0.0], interpolation=_NEAREST,
+                     fill=None)
+
+_POLICY_FNS = {   # (uint8 batch, signed magnitude) -> uint8 batch
+    'Identity': lambda x, m: x,
+    'ShearX': lambda x, m: _shear(x, math.degrees(math.atan(m)), 0.0),
+    'ShearY': lambda x, m: _shear(x, 0.0, math.degrees(math.atan(m))),
+    'TranslateX': lambda x, m: _translate(x, int(m), 0),
+    'TranslateY': lambda x, m: _translate(x, 0, int(m)),
+    'Rotate': lambda x, m: TF.rotate(x, m, interpolation=_NEAREST, fill=None),
+    'Brightness': lambda x, m: TF.adjust_brightness(x, 1.0 + m),
+    'Color': lambda x, m: x if x.shape[1] == 1 else TF.adjust_saturation(x, 1.0 + m),
+    'Contrast': lambda x, m: TF.adjust_contrast(x, 1.0 + m),
+    'Sharpness': lambda x, m: TF.adjust_sharpness(x, 1.0 + m),
+    'Posterize': lambda x, m: TF.posterize(x, int(m)),
+    'Solarize': lambda x, m: TF.solarize(x, 255 * m),     # m: threshold as a fraction of 255
+    'AutoContrast': lambda x, m: TF.autocontrast(x),
+    'Equalize': lambda x, m: TF.equalize(x),
+    'Invert': lambda x, m: TF.invert(x),
+}
+
+def policy_op(x: Tensor,         # uint8 images, (B, C, H, W), C in (1, 3)
+              op: str,           # one of POLICY_OPS
+              magnitude: float,  # signed magnitude (a value of policy_magnitudes, maybe negated)
+             ) -> Tensor:        # (B, C, H, W) uint8
+    "One RandAugment/AutoAugment operation with one magnitude on a whole batch (torchvision's functionals)."
+    _check_uint8_images(x); check_choice('op', op, POLICY_OPS)
+    return _POLICY_FNS[op](x, float(magnitude))
+
+# %% ../nbs/13_data.ipynb #d7a1c307
+AUTOAUGMENT_IMAGENET = (   # Cubuk et al. 2019 (arXiv:1805.09501), the ImageNet policy: (op, probability, bin)
+    (('Posterize', 0.4, 8), ('Rotate', 0.6, 9)),
+    (('Solarize', 0.6, 5), ('AutoContrast', 0.6, None)),
+    (('Equalize', 0.8, None), ('Equalize', 0.6, None)),
+    (('Posterize', 0.6, 7), ('Posterize', 0.6, 6)),
+    (('Equalize', 0.4, None), ('Solarize', 0.2, 4)),
+    (('Equalize', 0.4, None), ('Rotate', 0.8, 8)),
+    (('Solarize', 0.6, 3), ('Equalize', 0.6, None)),
+    (('Posterize', 0.8, 5), ('Equalize', 1.0, None)),
+    (('Rotate', 0.2, 3), ('Solarize', 0.6, 8)),
+    (('Equalize', 0.6, None), ('Posterize', 0.4, 6)),
+    (('Rotate', 0.8, 8), ('Color', 0.4, 0)),
+    (('Rotate', 0.4, 9), ('Equalize', 0.6, None)),
+    (('Equalize', 0.0, None), ('Equalize', 0.8, None)),
+    (('Invert', 0.6, None), ('Equalize', 1.0, None)),
+    (('Color', 0.6, 4), ('Contrast', 1.0, 8)),
+    (('Rotate', 0.8, 8), ('Color', 1.0, 2)),
+    (('Color', 0.8, 8), ('Solarize', 0.8, 7)),
+    (('Sharpness', 0.4, 7), ('Invert', 0.6, None)),
+    (('ShearX', 0.6, 5), ('Equalize', 1.0, None)),
+    (('Color', 0.4, 0), ('Equalize', 0.6, None)),
+    (('Equalize', 0.4, None), ('Solarize', 0.2, 4)),
+    (('Solarize', 0.6, 5), ('AutoContrast', 0.6, None)),
+    (('Invert', 0.6, None), ('Equalize', 1.0, None)),
+    (('Color', 0.6, 4), ('Contrast', 1.0, 8)),
+    (('Equalize', 0.8, None), ('Equalize', 0.6, None)),
+)
 
 # %% ../nbs/13_data.ipynb #d7a1c116
 def draw_aug_params(n: int,            # batch size
