@@ -22,11 +22,12 @@ from torchvision.transforms.v2 import functional as TF
 from .core import check_choice, check_positive, get_device
 
 # %% auto #0
-__all__ = ['DATASETS', 'DEFAULT_SIZES', 'DIGITS_SPLIT_SEED', 'JITTER_OPS', 'SOLARIZE_THRESHOLD', 'POLICY_OPS', 'RANDAUGMENT_OPS',
-           'SIGNED_OPS', 'AUTOAUGMENT_IMAGENET', 'AUG_PRESETS', 'ImageData', 'channel_stats', 'resize_images',
-           'to_channels', 'load_dataset', 'labelled_mask', 'AugSpec', 'crop_boxes', 'resized_crop', 'adjust_hue',
-           'color_jitter', 'blur_kernel_size', 'gaussian_blur', 'solarize', 'policy_magnitudes', 'policy_op',
-           'draw_aug_params', 'apply_aug', 'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
+__all__ = ['DATASETS', 'DEFAULT_SIZES', 'DIGITS_SPLIT_SEED', 'POLICIES', 'JITTER_OPS', 'SOLARIZE_THRESHOLD', 'POLICY_OPS',
+           'RANDAUGMENT_OPS', 'SIGNED_OPS', 'AUTOAUGMENT_IMAGENET', 'POLICY_BINS', 'AUG_PRESETS', 'ImageData',
+           'channel_stats', 'resize_images', 'to_channels', 'load_dataset', 'labelled_mask', 'AugSpec', 'crop_boxes',
+           'resized_crop', 'adjust_hue', 'color_jitter', 'blur_kernel_size', 'gaussian_blur', 'solarize',
+           'policy_magnitudes', 'policy_op', 'draw_policy_params', 'apply_policy', 'draw_aug_params', 'apply_aug',
+           'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
 
 # %% ../nbs/13_data.ipynb #d7a1c0e7
 DATASETS = ('digits', 'cifar10', 'cifar100', 'stl10', 'flowers102', 'imagefolder')
@@ -282,6 +283,8 @@ def _check_pair(name: str, v, hi: float, what: str) -> tuple:
     return (float(v[0]), float(v[1]))
 
 # %% ../nbs/13_data.ipynb #d7a1c201
+POLICIES = ('', 'randaugment', 'autoaugment')   # AugSpec.policy: none, RandAugment, AutoAugment (ImageNet)
+
 @dataclass(frozen=True)
 class AugSpec:
     "One augmentation policy (defaults: SimCLR's CIFAR-10 setting), validated on creation."
@@ -298,6 +301,9 @@ class AugSpec:
     blur_p: float = 0.0           # probability of Gaussian blur
     blur_sigma: tuple = (0.1, 2.0)  # blur sigma range in pixels, drawn uniformly
     solarize_p: float = 0.0       # probability of solarize (invert pixels >= 0.5)
+    policy: str = ''              # '' (none), 'randaugment' or 'autoaugment' (ImageNet), on the uint8 input
+    policy_ops: int = 2           # RandAugment's N: operations per image
+    policy_magnitude: int = 9     # RandAugment's M: magnitude bin in 0..30 (31 bins, as torchvision)
 
     def __post_init__(self):
         size = self.size
@@ -312,6 +318,16 @@ class AugSpec:
             check_positive(name, getattr(self, name), strict=False)
         if not isinstance(self.hue, (int, float)) or isinstance(self.hue, bool) or not 0 <= self.hue <= 0.5:
             raise ValueError(f"hue must be a number in [0, 0.5]; got {self.hue!r}")
+        check_choice('policy', self.policy, POLICIES)
+        n, m = self.policy_ops, self.policy_magnitude
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"policy_ops must be a positive integer (RandAugment's N); got {n!r}")
+        if not isinstance(m, int) or isinstance(m, bool) or not 0 <= m <= 30:
+            raise ValueError(f"policy_magnitude must be an integer in 0..30 (RandAugment's M, a bin of 31); "
+                             f"got {m!r}")
+        if self.policy != 'randaugment' and (n, m) != (AugSpec.policy_ops, AugSpec.policy_magnitude):
+            raise ValueError(f"policy_ops and policy_magnitude only apply to policy='randaugment'; got "
+                             f"policy={self.policy!r} with policy_ops={n!r}, policy_magnitude={m!r}")
 
 # %% ../nbs/13_data.ipynb #d7a1c105
 def crop_boxes(n: int,                        # number of boxes
@@ -545,6 +561,88 @@ AUTOAUGMENT_IMAGENET = (   # Cubuk et al. 2019 (arXiv:1805.09501), the ImageNet 
     (('Equalize', 0.8, None), ('Equalize', 0.6, None)),
 )
 
+# %% ../nbs/13_data.ipynb #d7a1c30a
+POLICY_BINS = {'randaugment': 31, 'autoaugment': 10}   # magnitude bins of each policy, as torchvision's
+_OP_INDEX = {op: i for i, op in enumerate(POLICY_OPS)}
+_SIGNED = torch.tensor([op in SIGNED_OPS for op in POLICY_OPS])                     # (15,) bool
+_HAS_MAGNITUDE = torch.tensor([op not in _NO_MAGNITUDE for op in POLICY_OPS])       # (15,) bool
+_AA_OP = torch.tensor([[_OP_INDEX[op] for op, _, _ in s] for s in AUTOAUGMENT_IMAGENET])   # (25, 2)
+_AA_P = torch.tensor([[p for _, p, _ in s] for s in AUTOAUGMENT_IMAGENET])                  # (25, 2)
+_AA_BIN = torch.tensor([[k or 0 for _, _, k in s] for s in AUTOAUGMENT_IMAGENET])          # (25, 2)
+
+def draw_policy_params(n: int,          # batch size
+                       spec: AugSpec,   # a spec whose policy is 'randaugment' or 'autoaugment'
+                       generator: torch.Generator,  # random source; the parameters live on its device
+                      ) -> dict[str, Tensor]:  # policy_op, policy_bin, policy_neg, policy_on: (n, rounds)
+    "Draw every random choice of the spec's RandAugment or AutoAugment policy for `n` images."
+    if not isinstance(spec, AugSpec) or spec.policy not in POLICY_BINS:
+        raise ValueError(f"spec must be an AugSpec with policy one of {', '.join(map(repr, POLICY_BINS))}; "
+                         f"got {getattr(spec, 'policy', spec)!r}")
+    if not isinstance(n, int) or n < 0: raise ValueError(f"n must be a non-negative integer; got {n!r}")
+    dev = generator.device
+    if spec.policy == 'randaugment':
+        shape = (n, spec.policy_ops)
+        op = torch.randint(len(RANDAUGMENT_OPS), shape, generator=generator, device=dev)  # (n, N) uniform
+        u = torch.rand(shape, generator=generator, device=dev)                           # (n, N) signs
+        bins = torch.full(shape, spec.policy_magnitude, device=dev)
+        on, extra = torch.ones(shape, dtype=torch.bool, device=dev), {}
+    else:
+        sub = torch.randint(len(AUTOAUGMENT_IMAGENET), (n,), generator=generator, device=dev)   # (n,)
+        v = torch.rand(n, 4, generator=generator, device=dev)     # (n, 4): fires (steps 1, 2), signs (1, 2)
+        op, bins = _AA_OP.to(dev)[sub], _AA_BIN.to(dev)[sub]     # (n, 2) each
+        on, u, extra = v[:, :2] < _AA_P.to(dev)[sub], v[:, 2:], {'policy_sub': sub}
+    return dict(policy_op=op, policy_bin=torch.where(_HAS_MAGNITUDE.to(dev)[op], bins, 0),
+                policy_neg=(u < 0.5) & _SIGNED.to(dev)[op], policy_on=on, **extra)
+
+# %% ../nbs/13_data.ipynb #d7a1c30e
+def _policy_codes(op: Tensor, bins: Tensor, neg: Tensor, on: Tensor, num_bins: int) -> Tensor:
+    "One integer per (operation, magnitude bin, sign); 0 = Identity, also where the step does not fire."
+    return torch.where(on, (op * num_bins + bins) * 2 + neg.long(), 0)
+
+def _run_code(x: Tensor, code: int, mags: Tensor, num_bins: int) -> Tensor:
+    "Apply the step a code stands for to a whole batch; `mags` from policy_magnitudes(num_bins, H, W)."
+    if code == 0: return x
+    op, rest = divmod(code, 2 * num_bins)
+    k, neg = divmod(rest, 2)
+    m = float(mags[op, k])
+    return policy_op(x, POLICY_OPS[op], -m if neg else m)
+
+def _possible_codes(spec: AugSpec, r: int) -> list[int]:
+    "Every code but Identity's that round `r` of the spec's policy can give."
+    nb = POLICY_BINS[spec.policy]
+    steps = ([(op, spec.policy_magnitude) for op in RANDAUGMENT_OPS[1:]] if spec.policy == 'randaugment'
+             else [(s[r][0], s[r][2] or 0) for s in AUTOAUGMENT_IMAGENET if s[r][1] > 0])
+    return sorted({(_OP_INDEX[op] * nb + (0 if op in _NO_MAGNITUDE else k)) * 2 + neg
+                   for op, k in steps for neg in ((0, 1) if op in SIGNED_OPS else (0,))})
+
+# %% ../nbs/13_data.ipynb #d7a1c30f
+def apply_policy(x: Tensor,      # uint8 images, (B, C, H, W)
+                 params: dict[str, Tensor],  # policy_op, policy_bin, policy_neg, policy_on: (B, rounds)
+                 spec: AugSpec,  # the spec the parameters were drawn for
+                 sync_free: bool | None = None,  # True: torch.where per possible code, no host sync;
+                                                 # False: sort into groups; None: True on CUDA
+                ) -> Tensor:     # (B, C, H, W) uint8
+    "Apply every sample's policy steps, round by round, one batched call per group of samples sharing a step."
+    if not spec.policy or x.shape[0] == 0: return x
+    if sync_free is None: sync_free = x.device.type != 'cpu'
+    nb = POLICY_BINS[spec.policy]
+    mags = policy_magnitudes(nb, x.shape[2], x.shape[3])                    # (15, nb) on the CPU
+    codes = _policy_codes(*(params[k].to(x.device) for k in ('policy_op', 'policy_bin', 'policy_neg',
+                                                              'policy_on')), nb)    # (B, rounds)
+    for r in range(codes.shape[1]):
+        c = codes[:, r]                                                       # (B,)
+        if sync_free:
+            for code in _possible_codes(spec, r):
+                x = torch.where((c == code).view(-1, 1, 1, 1), _run_code(x, code, mags, nb), x)
+            continue
+        groups = [(code, k) for code, k in enumerate(torch.bincount(c).tolist()) if k]   # one host sync
+        if len(groups) == 1: x = _run_code(x, groups[0][0], mags, nb); continue
+        order = torch.argsort(c, stable=True)                                # (B,) rows grouped by code
+        parts = x.index_select(0, order).split([k for _, k in groups])
+        y = torch.cat([_run_code(part, code, mags, nb) for (code, _), part in zip(groups, parts)])
+        x = torch.empty_like(x).index_copy_(0, order, y)
+    return x
+
 # %% ../nbs/13_data.ipynb #d7a1c116
 def draw_aug_params(n: int,            # batch size
                     height: int,       # input height
@@ -565,10 +663,12 @@ def draw_aug_params(n: int,            # batch size
     factors = torch.stack([rng(spec.brightness, 3), rng(spec.contrast, 4), rng(spec.saturation, 5),
                            spec.hue * (2 * u[:, 6] - 1)], 1)                      # (n, 4)
     s0, s1 = spec.blur_sigma
-    return dict(box=box, flip=u[:, 0] < spec.flip_p, jitter=u[:, 1] < spec.jitter_p, factors=factors,
-                order=order,
-                gray=u[:, 2] < spec.gray_p, blur=u[:, 7] < spec.blur_p, sigma=s0 + (s1 - s0) * u[:, 8],
-                solarize=u[:, 9] < spec.solarize_p)
+    params = dict(box=box, flip=u[:, 0] < spec.flip_p, jitter=u[:, 1] < spec.jitter_p, factors=factors,
+                  order=order,
+                  gray=u[:, 2] < spec.gray_p, blur=u[:, 7] < spec.blur_p, sigma=s0 + (s1 - s0) * u[:, 8],
+                  solarize=u[:, 9] < spec.solarize_p)
+    if spec.policy: params.update(draw_policy_params(n, spec, generator))   # last: other streams unchanged
+    return params
 
 def _norm_params(mean, std, c: int, device) -> tuple[Tensor, Tensor]:
     "mean and std as (1, C, 1, 1) float tensors, checked."
@@ -587,11 +687,12 @@ def apply_aug(x: Tensor,              # uint8 images, (B, C, H, W)
               mean: tuple,            # per-channel mean, [0, 1] units
               std: tuple,             # per-channel std, [0, 1] units
              ) -> Tensor:             # (B, C, S, S) float32, normalized
-    "Apply drawn parameters to a batch: crop + flip + resize, jitter, gray, blur, solarize, normalize."
+    "Apply drawn parameters: policy, crop + flip + resize, jitter, gray, blur, solarize, normalize."
     B, C, H, W = x.shape
     m, s = _norm_params(mean, std, C, x.device)
     size = (spec.size, spec.size) if spec.size is not None else (H, W)
     p = {k: v.to(x.device) for k, v in params.items()}
+    if spec.policy: x = apply_policy(x, p, spec)                                # uint8, before the crop
     y = resized_crop(x.float().div_(255), p['box'], size, p['flip'])            # (B, C, S, S) in [0, 1]
     ops = (spec.brightness > 0, spec.contrast > 0, spec.saturation > 0 and C == 3, spec.hue > 0 and C == 3)
     if spec.jitter_p > 0 and any(ops): y = color_jitter(y, p['factors'], p['order'], p['jitter'], ops)
