@@ -310,6 +310,7 @@ def history_dataset(history: list[dict], cfg: TrainConfig, extra_attrs: dict) ->
             data[k] = (('epoch', 'step_in_epoch' if k == 'step_loss' else f"{k.split('_')[0]}_component"), arr)
         else: data[k] = ('epoch', np.array([np.nan if v is None else v for v in vals], dtype=float))
     ds = xr.Dataset(data, coords=dict(epoch=epochs))
+    ds = ds.assign_coords({d: np.arange(n) for d, n in ds.sizes.items() if d != 'epoch'})   # runs of other widths align
     attrs = dict(config=json.dumps(asdict(cfg), default=str), run_id=cfg.run_id(), method=cfg.method, dataset=cfg.dataset)
     ds.attrs.update({k: (json.dumps(v) if isinstance(v, (dict, list, tuple)) or v is None else v)
                      for k, v in {**attrs, **extra_attrs}.items()})
@@ -548,7 +549,8 @@ def sweep(base: TrainConfig,            # the settings every run shares
         ds = xr.load_dataset(Path(c.out_dir)/RESULT, engine='h5netcdf')
         for k in OUTCOME: ds[k] = ds.attrs.get(k, np.nan)
         parts.append(ds.expand_dims({k: [v] for k, v in point.items()}))
-    return xr.combine_by_coords(parts, combine_attrs='drop_conflicts')
+    return xr.combine_by_coords(parts, data_vars='minimal', coords='different', compat='no_conflicts', join='outer',
+                                combine_attrs='drop_conflicts')   # 'minimal': an outcome is not broadcast over epochs
 
 # %% ../nbs/17_train.ipynb #17a00026
 def _field_type(f) -> tuple:
