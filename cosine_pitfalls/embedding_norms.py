@@ -14,30 +14,30 @@ import xarray as xr
 from .core import combine_verdicts, judge_claim
 
 # %% auto #0
-__all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'BEST_WD_T1', 'CUT_SIGNS', 'parse_values',
-           'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'ms', 'chance_band', 'judge_collapse',
-           'judge_all', 'table1_parts', 'judge_small', 'cut_grid_parts', 'heatmap', 'antipodal_concentration',
-           'pair_panel']
+__all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'BEST_WD_T1', 'PAPER_TRAIN_IMAGES',
+           'CUT_SIGNS', 'parse_values', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'ms',
+           'chance_band', 'judge_collapse', 'judge_all', 'table1_parts', 'paper_epoch', 'judge_small', 'cut_grid_parts',
+           'heatmap', 'antipodal_concentration', 'pair_panel']
 
 # %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
 PROFILES = {
     'smoke': {},
-    'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=10, epochs_t3='10,20', steps_per_epoch=0,
-                batch_size=128, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
-                wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256,512',
-                queue_size=1024, dino_out=1024, eval_every=2, workers=2),
+    'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=8, epochs_t3='8,16', steps_per_epoch=0,
+                batch_size=128, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-5',
+                wds_t6='5e-5,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256',
+                queue_size=1024, dino_out=1024, eval_every=2, diag_samples=256, workers=2),
     'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
                 head_width=2048, head_out=128, epochs=10, epochs_t3='10,25', steps_per_epoch=0, batch_size=256, lr=0.06,
                 wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
                 wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256,512',
-                pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5, workers=1),
+                pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5, diag_samples=512, workers=1),
     'paper': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', dataset_in100='imagefolder',
                   dataset_flowers='flowers102', image_size=0, image_sizes='imagefolder:224,flowers102:224',
                   backbone='resnet18', head_width=2048, head_out=128, epochs=100, epochs_t3='100,300,500',
                   steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8',
                   wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8',
                   batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=65536, dino_out=65536, eval_every=10,
-                  workers=1),
+                  diag_samples=512, workers=1),
 }
 
 # %% ../nbs/05a_embedding_norms.ipynb #11253ae9
@@ -93,6 +93,10 @@ def settings_5a(ids: list,            # the result IDs asked for
                 batch_sizes: list,    # lee's batch sizes
                 vrns_weight: float,   # lee's λ of L_VRNS
                 pairs_kept: int,      # Fig. 4's kept pairs
+                eval_every: int = 0,  # Fig. 5's kNN every this many epochs (the other runs: at the end only)
+                lee_steps: int = 0,   # SGD steps of every lee run (0: `epochs` at `batch_size`)
+                batch_size: int = 128,  # the base batch size
+                n_train: dict | None = None,  # dataset -> training images (lee's steps -> epochs)
                 data_kw: dict | None = None,  # dataset -> extra fields (image_size, data_path)
                ) -> tuple[dict, pd.DataFrame]:  # name -> TrainConfig overrides; one described row per name
     "The named settings of the requested results, and their description."
@@ -132,11 +136,16 @@ def settings_5a(ids: list,            # the result IDs asked for
                 for m in ('simclr', 'byol'): add(g, d, m, wd, variant='2d', head_out=2, diag_keep=pairs_kept)
             elif g == 'fig5':
                 for m in ('simclr', 'byol'):
-                    for c in cuts_f5: add(g, d, m, wd, c)
-            elif g == 'lee':
+                    for c in cuts_f5: add(g, d, m, wd, c, eval_every=eval_every)
+            elif g == 'lee':                 # every batch size gets the same number of SGD steps
+                n = (n_train or {}).get(d)
+                if n is None: raise ValueError(f"n_train must give the training-set size of {d!r} (lee's steps)")
+                steps = lee_steps or epochs * (n // batch_size)
                 for b in batch_sizes:
+                    if b > n: raise ValueError(f"batch_sizes: {b} exceeds the {n} training images of {d}")
+                    e = max(1, round(steps / (n // b)))
                     for v in (0.0, vrns_weight):
-                        add(g, d, 'simclr', wd, bs=b, vrns=v, variant='vrns' if v else 'default', knn_features='backbone')
+                        add(g, d, 'simclr', wd, e=e, bs=b, vrns=v, variant='vrns' if v else 'default', knn_features='backbone')
     settings = {n: over for n, (over, _) in rows.items()}
     meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
     return settings, meta
@@ -192,7 +201,16 @@ def table1_parts(knn: xr.DataArray,   # (wd, seed) final kNN of one method
         parts.append(judge_claim(knn.sel(wd=best), knn.sel(wd=0.0), +1, f'kNN(λ {best:g}) − kNN(λ 0)'))
     return parts
 
-# %% ../nbs/05a_embedding_norms.ipynb #a8005d80
+# %% ../nbs/05a_embedding_norms.ipynb #21cd6989
+PAPER_TRAIN_IMAGES = {'C-10': 50_000, 'C-100': 50_000, 'IN-100': 126_700, 'Flowers': None}   # one epoch of the paper's
+
+def paper_epoch(e_paper: int,   # an epoch of the paper
+                role: str,      # the paper's dataset it counts ('C-10', 'C-100', 'IN-100')
+                n_ours: int,    # training images of the dataset that plays it
+               ) -> int:        # our epoch that has seen as many images (at least 1)
+    "Our epoch that has seen as many training images as the paper's epoch `e_paper` on its dataset."
+    return max(1, round(e_paper * PAPER_TRAIN_IMAGES[role] / n_ours))
+
 def judge_small(x: xr.DataArray, bound: float, what: str) -> tuple[str, str]:
     "Claim 'x is effectively 0': agree if every seed is at most `bound`, differ if every seed is above it."
     ok = (x <= bound).values
@@ -235,5 +253,6 @@ def pair_panel(ax, z1: np.ndarray, z2: np.ndarray, title: str):
     cos = (u1 * u2).sum(1)
     lc = LineCollection(np.stack([u1, u2], 1), cmap='RdBu', norm=plt.Normalize(-1, 1), lw=0.8)
     lc.set_array(cos); ax.add_collection(lc)
+    ax.add_patch(plt.Circle((0, 0), 1, fill=False, color='0.85', lw=0.8))
     ax.scatter(*u1.T, s=4, c='k'); ax.scatter(*u2.T, s=4, c='gray')
     ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect='equal', xticks=[], yticks=[]); ax.set_title(title, fontsize=8)

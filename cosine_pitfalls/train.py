@@ -25,9 +25,9 @@ from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'DIGITS_CPU',
            'ENGINE_MODULES', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS',
-           'make_optimizer', 'peak_lr', 'lr_at', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state',
-           'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train',
-           'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
+           'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
+           'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
+           'subset_classes', 'train', 'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -195,6 +195,19 @@ def lr_at(step: int, total: int, steps_per_epoch: int, cfg: TrainConfig, world_s
     return peak * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 # %% ../nbs/17_train.ipynb #17a00013
+def calibrate_bn(model: nn.Module,   # a network with BatchNorm layers (the online backbone and heads)
+                 x: Tensor,          # (n, C, H, W) normalized images whose statistics the layers take
+                ) -> nn.Module:      # the same model, its BN running statistics now those of x
+    "Give every BatchNorm layer the running statistics of `x` (one train-mode pass, no gradient), mode restored."
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    was, moms = model.training, [m.momentum for m in bns]
+    for m in bns: m.reset_running_stats(); m.momentum = None          # None: a plain average over this one pass
+    model.train()
+    with torch.no_grad(): model.embed(x) if hasattr(model, 'embed') else model(x)
+    for m, mom in zip(bns, moms): m.momentum = mom
+    model.train(was)
+    return model
+
 def diagnostics(model: SSLMethod,          # the method (put in eval mode here, restored after)
                 clean: Tensor,             # (n, C, H, W) un-augmented images, normalized
                 views: list[Tensor],       # two fixed augmented views of the same images
@@ -423,6 +436,7 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
     bar = tqdm(total=total, initial=start * spe, desc=f'{cfg.method} {cfg.dataset}', unit='step', mininterval=2,
                disable=not (cfg.show_progress and rank == 0), leave=False)
     if start == 0 and not history and cfg.record_init:                      # epoch 0: the untrained network
+        calibrate_bn(model, dclean)                                         # its own BN statistics, not the defaults
         rec = dict(epoch=0, **{k: (v.tolist() if v.dim() else float(v))
                                for k, v in diagnostics(model, dclean, dviews, cfg.diag_keep).items()})
         if cfg.eval_every: rec.update(evaluate(model, data, cfg, autocast=amp))

@@ -260,3 +260,28 @@ def test_section4_trains_through_the_runner(tmp_path):
     n = len(read_json(out/'manifest.json')['runs'])
     r2 = run_cli('reproduce', '--profile', 'smoke', '--section', '4', '--out', out, '--quiet')
     assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
+
+
+def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
+    "05a at smoke through the CLI, SIGKILLed once some runs are done: the rerun trains only what was missing, registers every ID."
+    out, ids = tmp_path/'out', notebook_ids('05a_embedding_norms.ipynb')
+    runs = out/'training'/'05a_embedding_norms'/'runs'
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--only', *ids, '--out', str(out), '--quiet'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and len(list(runs.glob('*/run.nc'))) < 10 and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before it could be killed'
+    os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
+    time.sleep(3)                                      # the kernel (its own session) follows its parent within a second
+    done = {f: f.stat().st_mtime_ns for f in runs.glob('*/run.nc')}
+    assert len(done) >= 10 and not list((out/'results').glob('*.json'))
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    for f, t in done.items(): assert f.stat().st_mtime_ns == t, f'{f.parent.name} was trained again'
+    assert len(list(runs.glob('*/run.nc'))) > len(done)
+    for i in ids:
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
+    n = len(read_json(out/'manifest.json')['runs'])
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
