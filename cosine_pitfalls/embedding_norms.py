@@ -27,7 +27,7 @@ PROFILES = {
                 wds_t6='5e-5,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256',
                 queue_size=1024, dino_out=1024, eval_every=2, diag_samples=256, workers=2),
     'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
-                head_width=2048, head_out=128, epochs=10, epochs_t3='10,25', steps_per_epoch=0, batch_size=256, lr=0.06,
+                head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256, lr=0.06,
                 wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
                 wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256,512',
                 pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5, diag_samples=512, workers=1),
