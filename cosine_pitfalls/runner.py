@@ -4,18 +4,22 @@
 
 # %% ../nbs/90_runner.ipynb #b4392aba
 from __future__ import annotations
-import argparse, datetime, hashlib, importlib, json, math, os, platform, re, signal, sys, tempfile, time
+import argparse, base64, copy, datetime, hashlib, html, importlib, json, math, os, platform, re, signal, sys
+import tempfile, time, urllib.parse
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Iterable
 
 from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text, check_choice,
                                   git_sha, params_hash)
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of, section_ids
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params', 'parse_value',
-           'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash', 'registered',
-           'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'status', 'report_header', 'write_report',
-           'main']
+__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
+           'parse_value', 'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash',
+           'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'html_of', 'static_widgets',
+           'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows', 'report_header', 'write_report',
+           'write_report_html', 'report_problems', 'write_reports', 'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -203,7 +207,8 @@ def check_out(out: str | Path,   # the output folder the user gave
     "Check that `out` is a usable output folder before any compute: one clear error naming it otherwise."
     out = Path(out)
     if not out.exists():
-        if not create: raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+        if not create:
+            raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
         try: out.mkdir(parents=True, exist_ok=True)
         except OSError as e: raise ValueError(f"out: cannot create the folder {str(out)!r}: {e.strerror}") from None
     if not out.is_dir(): raise ValueError(f"out: {str(out)!r} is not a folder")
@@ -212,8 +217,9 @@ def check_out(out: str | Path,   # the output folder the user gave
     except OSError as e: raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
     return out
 
+# %% ../nbs/90_runner.ipynb #b7c2e402
 def run_job(job: dict, out: Path, progress: bool = False) -> dict:
-    "Execute one job's notebook with papermill; return its run record (status, wall time, error, IDs it registered)."
+    "Execute one job's notebook with papermill, render it to HTML; return its run record (status, wall time, error, IDs)."
     import papermill as pm
     nb = Path(job['notebook']); runs = out/'runs'; runs.mkdir(parents=True, exist_ok=True)
     final = runs/f"{nb.stem}.{job['params']['profile']}.ipynb"
@@ -222,7 +228,7 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     rec = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
                params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
                executed_notebook=str(final.relative_to(out)))
-    t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'
+    t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'; wrote = False
     before = os.environ.get(JOB_ENV); os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
     try:
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
@@ -236,15 +242,21 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     finally:
         if before is None: os.environ.pop(JOB_ENV, None)
         else: os.environ[JOB_ENV] = before
-        if tmp.exists(): os.replace(tmp, final)
+        if tmp.exists(): os.replace(tmp, final); wrote = True
     rec['wall_s'] = round(time.time() - t0, 2)
     rec['registered'] = [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)]
     stale = [i for i in job['ids'] if i not in rec['registered']]
     if rec['status'] == 'ok' and stale:
         rec.update(status='failed', error=dict(cell=None, ename='NotRegistered',
                                               evalue=f'the notebook finished without registering {stale}'))
+    if wrote:                                                           # passed or failed: a page to read it on
+        t1 = time.time()
+        try: rec['html'] = str(render_html(final, html_of(final, out)).relative_to(out))
+        except Exception as e: rec['html_error'] = f'{type(e).__name__}: {e}'[:500]
+        rec['html_s'] = round(time.time() - t1, 2)
     return rec
 
+# %% ../nbs/90_runner.ipynb #b7c2e404
 def _entry(job: dict, h: str, status: str, wall_s, error) -> dict:
     return dict(status=status, profile=job['params']['profile'], params_hash=h, params=job['params'],
                 notebook=Path(job['notebook']).name, wall_s_of_notebook=wall_s, error=error)
@@ -252,7 +264,7 @@ def _entry(job: dict, h: str, status: str, wall_s, error) -> dict:
 def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | None = None,
               out: str | Path = 'outputs', force: bool = False, overrides: list | None = None,
               nbs: str | Path | None = None, progress: bool = True) -> int:
-    "Run the section notebooks for the requested results; write outputs, manifest.json and report.md. Returns the exit code."
+    "Run the section notebooks for the requested results; write outputs, manifest and reports. Returns the exit code."
     from tqdm.auto import tqdm
     jobs = plan(profile, only, sections, overrides, nbs)          # every check happens here, before any compute
     out = check_out(out, create=True)
@@ -287,8 +299,90 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
     finally:
         signal.signal(signal.SIGTERM, old)
         sweep_tmp(out)
-    write_report(out, nbs)
+    write_reports(out, nbs)
     return 1 if failed else 0
+
+# %% ../nbs/90_runner.ipynb #c8d3f502
+NOTEBOOK_HTML = 'notebooks'   # folder under out/ of the rendered notebooks
+_WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
+_WIDGET_STATE = 'application/vnd.jupyter.widget-state+json'
+
+def html_of(executed: str | Path,  # an executed notebook, runs/<notebook>.<profile>.ipynb
+            out: str | Path,       # the output folder
+           ) -> Path:              # out/notebooks/<notebook>.<profile>.html
+    "Where the rendered HTML of an executed notebook goes."
+    return Path(out)/NOTEBOOK_HTML/f'{Path(executed).stem}.html'
+
+def _bar_text(model_id: str, state: dict) -> str | None:
+    "The line a tqdm bar ended on, '' for a bar hidden at its end, None for a widget that is not a tqdm bar."
+    get = lambda ref: state.get(str(ref).removeprefix('IPY_MODEL_'), {})
+    box = get(model_id)
+    kids = [get(c) for c in box.get('state', {}).get('children', [])]
+    if [k.get('model_name') for k in kids] != ['HTMLModel', 'FloatProgressModel', 'HTMLModel']: return None
+    if get(box['state'].get('layout')).get('state', {}).get('visibility') == 'hidden': return ''
+    left, bar, right = (k.get('state', {}) for k in kids)
+    span = (bar.get('max') or 0) - (bar.get('min') or 0)
+    frac = min(max(((bar.get('value') or 0) - (bar.get('min') or 0)) / span, 0.0), 1.0) if span > 0 else 0.0
+    cells = round(10 * frac)
+    text = f"{left.get('value', '')}|{'█' * cells}{' ' * (10 - cells)}|{right.get('value', '')}"
+    return html.unescape(text).strip()
+
+def static_widgets(nb: dict,  # an executed notebook (nbformat JSON), left unchanged
+                  ) -> dict:  # a copy whose widget outputs are plain text and which carries no widget state
+    "A copy of `nb` that needs no widget JavaScript: tqdm bars as their last line, other widgets as their text."
+    nb = copy.deepcopy(nb)
+    state = nb.get('metadata', {}).pop('widgets', {}).get(_WIDGET_STATE, {}).get('state', {})
+    for cell in nb.get('cells', []):
+        outs = []
+        for o in cell.get('outputs', []):
+            view = o.get('data', {}).pop(_WIDGET_VIEW, None)
+            if view is not None:
+                text = _bar_text(view.get('model_id', ''), state)
+                if text == '': continue
+                if text is not None: o['data']['text/plain'] = text
+                o['data'].setdefault('text/plain', '[an interactive widget: run the notebook in JupyterLab]')
+            outs.append(o)
+        if cell.get('cell_type') == 'code': cell['outputs'] = outs
+    return nb
+
+# %% ../nbs/90_runner.ipynb #c8d3f506
+_HEADING = re.compile(r'(<h[1-6](?:\s[^>]*)?>)(.*?)(</h[1-6]>)', re.S)
+_CODE = re.compile(r'<code>([^<]*)</code>')
+
+def anchor_ids(body: str,                  # HTML written by nbconvert
+               ids: Iterable[str] = PAPER, # the result IDs that get an anchor
+              ) -> str:                    # the HTML with an `id="<ID>"` anchor at each ID's first heading
+    "Anchor each result ID at the first heading that names it in backticks (`<code>ID</code>`)."
+    ids, seen = set(ids), set()
+    def add(m: re.Match) -> str:
+        new = [i for i in _CODE.findall(m.group(2)) if i in ids and i not in seen]
+        seen.update(new)
+        spans = ''.join(f'<span class="result-anchor" id="{html.escape(i)}"></span>' for i in new)
+        return m.group(1) + spans + m.group(2) + m.group(3)
+    return _HEADING.sub(add, body)
+
+def render_html(executed: str | Path,  # an executed notebook
+                dest: str | Path,      # the HTML file to write
+               ) -> Path:              # dest
+    "Render an executed notebook to HTML (nbconvert, lab template), widgets as text, an anchor per result ID."
+    import nbformat
+    from nbconvert import HTMLExporter
+    flat = static_widgets(json.loads(Path(executed).read_text(encoding='utf-8')))
+    nb = nbformat.reads(json.dumps(flat), as_version=4)             # sources as saved: lists of lines
+    title = Path(executed).stem
+    body, _ = HTMLExporter(template_name='lab').from_notebook_node(nb, resources={'metadata': {'name': title}})
+    return atomic_write_text(dest, anchor_ids(body))
+
+def render_missing(out: str | Path) -> list[Path]:
+    "Render each executed notebook under `out/runs/` whose HTML is missing or older than it; return what was written."
+    done = []
+    for nb in sorted((Path(out)/'runs').glob('[!.]*.ipynb')):
+        dest = html_of(nb, out)
+        if dest.exists() and dest.stat().st_mtime >= nb.stat().st_mtime: continue
+        try: done.append(render_html(nb, dest))
+        except Exception as e:                       # a page that cannot be rendered must not cost the report
+            print(f'cosine-pitfalls: could not render {nb.name}: {type(e).__name__}: {e}', file=sys.stderr)
+    return done
 
 # %% ../nbs/90_runner.ipynb #bbc9ab5d
 def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
@@ -302,59 +396,205 @@ def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
 
 def _cell(s) -> str: return ' '.join(str(s).split()).replace('|', '\\|')
 
-def _files(id: str, out: Path, summ: dict | None) -> tuple[str, str | None]:
-    "Markdown links to a registered result's files (relative to the report), and its figure's path if it has one."
-    if not summ: return '', None
-    names = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
-    have = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
-    links = ' · '.join(f'[{names.get(f.split("/")[0], f)}]({f})' for f in have)
-    return links, next((f for f in have if f.startswith('figures/')), None)
+def report_rows(out: Path,   # the output folder
+                nbs: Path,   # the folder of the notebooks
+                man: dict,   # its manifest.json
+               ) -> list[dict]:  # id, section, paper, verdict, ours, scale, files, figure, notebook
+    "What the report shows for each result ID, in paper-map order, from the files on disk."
+    rows = []
+    for s in SECTIONS:
+        for i in section_ids(s):
+            st, summ = status(i, out, nbs)
+            done = bool(summ) and st.startswith('reproduced')
+            r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None)
+            if done:
+                r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'])
+                r['files'] = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
+                r['figure'] = next((f for f in r['files'] if f.startswith('figures/')), None)
+            else:
+                r.update(verdict=st.split(' (')[0], ours='', scale='')
+                if st.startswith('failed'):
+                    e = man['results'][i]['error'] or {}
+                    r['ours'] = f"run failed in cell {e.get('cell')}: {e.get('ename')}: {e.get('evalue', '')[:200]}"
+            profile = summ['profile'] if done else man['results'][i]['profile'] if st.startswith('failed') else None
+            page = html_of(f'{notebook_of(i).stem}.{profile}.ipynb', out)
+            if profile and page.exists(): r['notebook'] = str(page.relative_to(out))
+            rows.append(r)
+    return rows
+
+def _totals(rows: list[dict]) -> str:
+    counts = {}
+    for r in rows: counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
+    return 'Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items()))
 
 def report_header(man: dict) -> list[str]:
     "The report's opening lines: what a row shows, and the verdict rule."
     return ['# Reproduction report', '',
-            "Each row sets **the paper's** statement (copied from the paper; not computed here) beside **ours** (computed by "
-            'the run on disk, at the scale shown), with links to the result\'s table, dataset and figure. '
+            "Each row sets **the paper's** statement (copied from the paper; not computed here) beside **ours** "
+            "(computed by the run on disk, at the scale shown), with links to the result's table, dataset and figure. "
             'Every verdict is decided by its notebook from its own numbers, by one rule:', '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
-            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and `not yet implemented` '
-            'mean there is no number of ours.', '',
+            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and '
+            '`not yet implemented` mean there is no number of ours.', '',
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
             f"updated {man.get('updated', 'n/a')}", '']
+
+# %% ../nbs/90_runner.ipynb #d9e4a601
+_FILE_NAMES = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
 
 def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Rebuild `report.md` in the existing folder `out` from the results on disk."
     out, nbs = Path(out), find_nbs(nbs)
-    if not out.is_dir(): raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+    if not out.is_dir():
+        raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
     man = read_json(out/'manifest.json', {}) or {}
-    lines, counts = report_header(man), {}
+    rows, lines = report_rows(out, nbs, man), report_header(man)
+    if (out/'report.html').exists():
+        lines += ['The same report with its figures inline, each ID linking to its place in the rendered notebook: '
+                  '[report.html](report.html).', '']
     for s, sec in SECTIONS.items():
         lines += [f'## Section {s}: {sec.title} (' + ', '.join(f'`nbs/{n.file}`' for n in sec.notebooks) + ')', '',
-                  "| ID | the paper's result (paper) | ours | scale | verdict | files |", '| --- | --- | --- | --- | --- | --- |']
-        figs = []
-        for i in section_ids(s):
-            st, summ = status(i, out, nbs)
-            links, fig = _files(i, out, summ) if st.startswith('reproduced') else ('', None)
-            if summ and st.startswith('reproduced'): verdict, ours, scale = summ['verdict'], summ['ours'], summ['profile']
-            else:
-                verdict, ours, scale = st.split(' (')[0], '', ''
-                if st.startswith('failed'):
-                    e = man['results'][i]['error'] or {}
-                    ours = f"run failed in cell {e.get('cell')}: {e.get('ename')}: {e.get('evalue', '')[:200]}"
-            counts[verdict] = counts.get(verdict, 0) + 1
-            lines.append(f"| `{i}` | {_cell(PAPER[i].paper)} | {_cell(ours)} | {scale} | {verdict} | {links} |")
-            if fig: figs.append((i, verdict, fig))
+                  "| ID | the paper's result (paper) | ours | scale | verdict | files |",
+                  '| --- | --- | --- | --- | --- | --- |']
+        mine = [r for r in rows if r['section'] == s]
+        for r in mine:
+            links = ' · '.join(f'[{_FILE_NAMES.get(f.split("/")[0], f)}]({f})' for f in r['files'])
+            lines.append(f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['verdict']} "
+                         f"| {links} |")
         lines.append('')
-        if figs:
+        if any(r['figure'] for r in mine):
             lines += [f'### Figures of section {s}', '']
-            for i, verdict, fig in figs: lines += [f'#### `{i}` ({verdict})', '', f'![{i}]({fig})', '']
+            for r in mine:
+                if r['figure']: lines += [f"#### `{r['id']}` ({r['verdict']})", '', f"![{r['id']}]({r['figure']})", '']
     at = next(k for k, l in enumerate(lines) if l.startswith('## Section'))
-    lines[at:at] = ['Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items())), '']
+    lines[at:at] = [_totals(rows), '']
     return atomic_write_text(out/'report.md', '\n'.join(lines) + '\n')
+
+# %% ../nbs/90_runner.ipynb #d9e4a603
+_REPORT_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1400px; margin: 2em auto; padding: 0 1em; line-height: 1.4; }
+table { border-collapse: collapse; width: 100%; margin-bottom: 2em; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.35em 0.5em; vertical-align: top; text-align: left; }
+th { background: #f3f3f3; } tbody:nth-of-type(even) > tr:first-child { background: #fafafa; }
+code { font-size: 0.95em; background: #f4f4f4; padding: 0 0.2em; }
+tr.figure td { text-align: center; } figure { margin: 0.5em; } img { max-width: 100%; height: auto; }
+figcaption { font-size: 0.9em; color: #555; }
+.verdict { font-weight: bold; white-space: nowrap; } .agree { color: #1a7f37; } .corrected { color: #9a6700; }
+.differ, .failed { color: #cf222e; } .inconclusive, .rebuilt { color: #0550ae; } .not-run, .not-yet-implemented { color: #777; }
+"""
+
+def _inline(text) -> str:
+    "Escape `text` for HTML, its `code` spans as <code>."
+    parts = str(text).split('`')
+    if len(parts) % 2 == 0: return html.escape(str(text))                  # an unpaired backtick: plain text
+    return ''.join(f'<code>{html.escape(p)}</code>' if k % 2 else html.escape(p) for k, p in enumerate(parts))
+
+def _data_uri(path: Path) -> str:
+    "An image file as a `data:` URI, so that the page carries it."
+    kind = {'.png': 'image/png', '.svg': 'image/svg+xml', '.jpg': 'image/jpeg'}.get(path.suffix.lower(), 'image/png')
+    return f'data:{kind};base64,' + base64.b64encode(path.read_bytes()).decode('ascii')
+
+def _row_html(r: dict, out: Path) -> str:
+    "One ID's row group: its row, then its figure (if any) in a row of its own."
+    e, idc = html.escape, f"<code>{html.escape(r['id'])}</code>"
+    if r['notebook']: idc = f'<a href="{e(r["notebook"])}#{e(r["id"])}">{idc}</a>'
+    files = ' · '.join(f'<a href="{e(f)}">{_FILE_NAMES.get(f.split("/")[0], e(f))}</a>' for f in r['files'])
+    verdict = f'<span class="verdict {r["verdict"].replace(" ", "-")}">{e(r["verdict"])}</span>'
+    cells = [idc, _inline(r['paper']), _inline(r['ours']), e(r['scale']), verdict, files]
+    rows = '<tr>' + ''.join(f'<td>{c}</td>' for c in cells) + '</tr>'
+    if r['figure']:
+        rows += (f'\n<tr class="figure"><td colspan="6"><figure><img src="{_data_uri(out/r["figure"])}" '
+                 f'alt="figure of {e(r["id"])}"><figcaption><code>{e(r["id"])}</code> ({e(r["verdict"])}): '
+                 f'<a href="{e(r["figure"])}">{e(r["figure"])}</a></figcaption></figure></td></tr>')
+    return f'<tbody id="{e(r["id"])}">\n{rows}\n</tbody>'
+
+# %% ../nbs/90_runner.ipynb #d9e4a609
+def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
+    "Write `report.html` in the existing folder `out`: the report's rows, IDs linked into the rendered notebooks."
+    out, nbs = Path(out), find_nbs(nbs)
+    if not out.is_dir():
+        raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+    man = read_json(out/'manifest.json', {}) or {}
+    rows, e = report_rows(out, nbs, man), html.escape
+    env = man.get('environment', {})
+    parts = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f'<title>Reproduction report</title><style>{_REPORT_CSS}</style></head><body>',
+             '<h1>Reproduction report</h1>',
+             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; not computed here) "
+             'beside <strong>ours</strong> (computed by the run on disk, at the scale shown). Each ID links to the '
+             'heading that introduces it in the rendered notebook that computed it; the last column links the '
+             "result's table, dataset and figure, and the figure is shown under its row. Every verdict is decided by "
+             'its notebook from its own numbers, by one rule:</p>',
+             '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>' for v in VERDICTS) + '</ul>',
+             '<p>An effect over seeds counts only beyond 2 paired standard errors. <code>not run</code>, '
+             '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
+             f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: {e(str(env.get('device', 'n/a')))}; "
+             f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>"]
+    for s, sec in SECTIONS.items():
+        pages = [p for n in sec.notebooks for p in sorted((out/NOTEBOOK_HTML).glob(f'{n.stem}.*.html'))]
+        read = ', '.join(f'<a href="{NOTEBOOK_HTML}/{e(p.name)}">{e(p.stem)}</a>' for p in pages)
+        parts += [f'<h2 id="section-{s}">Section {s}: {e(sec.title)}</h2>',
+                  '<p>' + ', '.join(f'<code>nbs/{e(n.file)}</code>' for n in sec.notebooks)
+                  + (f'; rendered: {read}' if read else '; not rendered yet') + '</p>',
+                  "<table><thead><tr><th>ID</th><th>the paper's result (paper)</th><th>ours</th><th>scale</th>"
+                  '<th>verdict</th><th>files</th></tr></thead>',
+                  *[_row_html(r, out) for r in rows if r['section'] == s], '</table>']
+    parts.append('</body></html>')
+    return atomic_write_text(out/'report.html', '\n'.join(parts) + '\n')
+
+# %% ../nbs/90_runner.ipynb #d9e4a605
+class _Refs(HTMLParser):
+    "A page's image sources, link targets and element ids."
+    def __init__(self):
+        super().__init__(); self.imgs, self.links, self.ids = [], [], set()
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get('id'): self.ids.add(a['id'])
+        if tag == 'img': self.imgs.append(a.get('src') or '')
+        if tag == 'a' and a.get('href'): self.links.append(a['href'])
+
+def _refs(path: Path) -> _Refs:
+    p = _Refs(); p.feed(Path(path).read_text(encoding='utf-8')); p.close()
+    return p
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    "Width and height from a PNG's header; (0, 0) if `data` is not a PNG."
+    if data[:8] != b'\x89PNG\r\n\x1a\n' or len(data) < 24: return (0, 0)
+    return int.from_bytes(data[16:20], 'big'), int.from_bytes(data[20:24], 'big')
+
+def report_problems(page: str | Path,  # report.html (or any page whose local references should resolve)
+                   ) -> list[str]:     # one line per problem; [] when every image and local link resolves
+    "Images that would not show and local links (file or #anchor) that would not land, from the parsed HTML."
+    page = Path(page); refs, problems, ids = _refs(page), [], {}
+    for src in refs.imgs:
+        if src.startswith('data:'):
+            head, _, b64 = src.partition(',')
+            try: data = base64.b64decode(b64, validate=True)
+            except ValueError: data = b''
+            if not data or ('image/png' in head and 0 in _png_size(data)): problems.append(f'image {head}: does not decode')
+        elif not (page.parent/urllib.parse.unquote(urllib.parse.urlsplit(src).path)).is_file():
+            problems.append(f'image {src}: file missing')
+    for href in refs.links:
+        u = urllib.parse.urlsplit(href)
+        if u.scheme or u.netloc: continue                                     # only local links are ours to check
+        target = page.parent/urllib.parse.unquote(u.path) if u.path else page
+        if not target.is_file(): problems.append(f'link {href}: file missing'); continue
+        if u.fragment:
+            if target not in ids: ids[target] = _refs(target).ids if target.suffix in ('.html', '.htm') else set()
+            if urllib.parse.unquote(u.fragment) not in ids[target]: problems.append(f'link {href}: no such anchor')
+    return problems
+
+def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None) -> list[Path]:
+    "Render the executed notebooks not yet rendered, then write `report.html` and `report.md` from the files on disk."
+    render_missing(out)
+    html_path = write_report_html(out, nbs)
+    return [write_report(out, nbs), html_path]
 
 # %% ../nbs/90_runner.ipynb #2bfad6de
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='cosine-pitfalls', description='Reproduce the results of five papers on the cosine similarity in SSL.')
+    p = argparse.ArgumentParser(prog='cosine-pitfalls',
+                                description='Reproduce the results of five papers on the cosine similarity in SSL.')
     sub = p.add_subparsers(dest='cmd', required=True)
     def common(q):
         q.add_argument('--out', default='outputs', help='output folder (default: outputs/)')
@@ -364,12 +604,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument('--profile', default='cpu', help=f"scale: {', '.join(PROFILES)} (default: cpu)")
     r.add_argument('--only', nargs='+', default=None, metavar='ID', help='result IDs to reproduce')
     r.add_argument('--section', nargs='+', type=int, default=None, metavar='N', help='section numbers to reproduce')
-    r.add_argument('-p', '--param', action='append', default=None, metavar='NAME=VALUE', help='override a notebook parameter')
+    r.add_argument('-p', '--param', action='append', default=None, metavar='NAME=VALUE',
+                   help='override a notebook parameter')
     r.add_argument('--force', action='store_true', help='re-run results already on disk with the same parameters and code')
     r.add_argument('--quiet', action='store_true', help='no progress bar')
     common(r)
-    common(sub.add_parser('report', help='rebuild report.md from the results on disk'))
-    sub.add_parser('train', help='train one self-supervised run (cosine-pitfalls train --help lists its flags)', add_help=False)
+    common(sub.add_parser('report', help='rebuild report.md and report.html (and missing notebook pages) from disk'))
+    sub.add_parser('train', help='train one self-supervised run (cosine-pitfalls train --help lists its flags)',
+                   add_help=False)
     return p
 
 def main(argv: list | None = None) -> int:
@@ -387,13 +629,16 @@ def main(argv: list | None = None) -> int:
             return 0
         if args.cmd == 'report':
             check_out(args.out, create=False)
-            print(write_report(args.out, args.nbs)); return 0
-        code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs, not args.quiet)
-        print(Path(args.out)/'report.md')
+            for p in write_reports(args.out, args.nbs): print(p)
+            return 0
+        code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
+                         not args.quiet)
+        print(Path(args.out)/'report.md'); print(Path(args.out)/'report.html')
         return code
     except ValueError as e:
         print(f'cosine-pitfalls: error: {e}', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print('cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept', file=sys.stderr)
+        print('cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept',
+              file=sys.stderr)
         return 130
