@@ -361,16 +361,31 @@ def anchor_ids(body: str,                  # HTML written by nbconvert
         return m.group(1) + spans + m.group(2) + m.group(3)
     return _HEADING.sub(add, body)
 
+# nbconvert's lab template, less what blocks an offline page: no require.js (no widgets are left to load), and
+# MathJax loaded async (configured first), so the page shows at once and its equations typeset when the CDN answers
+_PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}
+<script>
+window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
+                            processEscapes: true, processEnvironments: true},
+                  displayAlign: 'center', messageStyle: 'none', CommonHTML: {linebreaks: {automatic: true}}};
+</script>
+<script async src="{{ resources.mathjax_url }}"></script>
+{%- endblock html_head_js_mathjax -%}
+"""
+
 def render_html(executed: str | Path,  # an executed notebook
                 dest: str | Path,      # the HTML file to write
                ) -> Path:              # dest
     "Render an executed notebook to HTML (nbconvert, lab template), widgets as text, an anchor per result ID."
-    import nbformat
+    import jinja2, nbformat
     from nbconvert import HTMLExporter
     flat = static_widgets(json.loads(Path(executed).read_text(encoding='utf-8')))
     nb = nbformat.reads(json.dumps(flat), as_version=4)             # sources as saved: lists of lines
-    title = Path(executed).stem
-    body, _ = HTMLExporter(template_name='lab').from_notebook_node(nb, resources={'metadata': {'name': title}})
+    exporter = HTMLExporter(template_name='lab', template_file='cosine_pitfalls.html.j2',
+                            extra_loaders=[jinja2.DictLoader({'cosine_pitfalls.html.j2': _PAGE_TEMPLATE})])
+    body, _ = exporter.from_notebook_node(nb, resources={'metadata': {'name': Path(executed).stem}})
     return atomic_write_text(dest, anchor_ids(body))
 
 def render_missing(out: str | Path) -> list[Path]:
