@@ -18,7 +18,8 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 # %% auto #0
 __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'set_seed',
            'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha', 'paired_diff',
-           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_claim', 'SectionRun', 'load_result']
+           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_claim', 'SectionRun', 'load_result',
+           'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -275,3 +276,11 @@ def load_result(out_dir: str | Path,  # the folder a run wrote to (default of th
     "Load the dataset of a registered result."
     check_ids([id])
     return xr.load_dataset(Path(out_dir)/'results'/f'{id}.nc', engine='h5netcdf')
+
+# %% ../nbs/00_core.ipynb #e5f0a702
+def live_frontend() -> bool:
+    "Whether this kernel serves a Jupyter frontend (JupyterLab, Notebook): not nbdev_test, not the runner's papermill."
+    try: from IPython import get_ipython
+    except ImportError: return False
+    shell = get_ipython()
+    return type(shell).__name__ == 'ZMQInteractiveShell' and not os.environ.get(JOB_ENV)

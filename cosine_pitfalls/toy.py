@@ -22,10 +22,10 @@ from .similarity_losses import _info_sym, _ind_add, _vrns, similarity_stats, ind
 # %% auto #0
 __all__ = ['PROFILES', 'LEE_FAMILIES', 'PARTITIONS', 'DCLR_LOSSES', 'DCLR_INITS', 'parse_list', 'prop1_gradient', 'cosine_step',
            'positive_pairs', 'steps_to_align', 'predicted_steps', 'alignment_sweep', 'alignment_sweep_loop',
-           'cosine_trajectory', 'info_nce_norm_trajectory', 'theorem1_bound', 'collapse_lr', 'sphere_points',
-           'class_loss', 'cosine_sum_step', 'cosine_sum_descent', 'packed_cosine_sum_descent', 'unpack_rows',
-           'max_stable_lr', 'rank_k_minus_one', 'random_groups', 'free_embedding_sweep', 'dclr_info_nce',
-           'init_linear_weights', 'linear_net', 'linear_contrastive_sweep']
+           'align_one', 'cosine_trajectory', 'info_nce_norm_trajectory', 'theorem1_bound', 'collapse_lr',
+           'sphere_points', 'class_loss', 'cosine_sum_step', 'cosine_sum_descent', 'packed_cosine_sum_descent',
+           'unpack_rows', 'max_stable_lr', 'collapse_one', 'rank_k_minus_one', 'random_groups', 'free_embedding_sweep',
+           'dclr_info_nce', 'init_linear_weights', 'linear_net', 'linear_contrastive_sweep']
 
 # %% ../nbs/02_toy_simulations.ipynb #ad86690b
 PROFILES = {
@@ -195,6 +195,21 @@ def alignment_sweep_loop(rhos: Sequence[float], phis: Sequence[float], n_seeds: 
                 cell = steps_to_align(zi[r, p, s].to(dev), zj[r, p, s].to(dev), lr, threshold, max_steps)
                 for k in out: out[k][r, p, s] = cell[k].cpu()
     return _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_pairs)
+
+# %% ../nbs/02_toy_simulations.ipynb #f2a1e002
+def align_one(rho: float,               # mean norm ρ of the cell's points
+              phi_deg: float,           # angle φ between the positives, in degrees, in (0, 180)
+              lr: float = 0.25,         # γ
+              n_pairs: int = 16,        # pairs in the cell
+              dim: int = 20,            # ambient dimension (paper: 20)
+              seed: int = 0,            # seed of the initial pairs
+              max_steps: int = 20_000,  # give up after this many steps (steps = -1)
+             ) -> dict:                 # steps, predicted (our law), final_norm
+    "One cell of pitfalls Figure 2: Prop. 1 steps until the mean cosine exceeds 0.999, beside our estimate."
+    ds = alignment_sweep([rho], [math.radians(phi_deg)], n_seeds=1, n_pairs=n_pairs, dim=dim, lr=lr,
+                         max_steps=max_steps, seed=seed)
+    return dict(steps=int(ds['steps'].item()), predicted=float(ds['predicted_steps'].item()),
+                final_norm=float(ds['final_norm'].item()))
 
 # %% ../nbs/02_toy_simulations.ipynb #dc571a59
 def cosine_trajectory(z0: Tensor,       # starting points z_i, (*b, d)
@@ -383,6 +398,24 @@ def max_stable_lr(ks: Sequence[int],          # numbers of class embeddings, eac
     ds['sv_ratio'].attrs.update(long_name='sigma_2 / sigma_1 after the last step')
     ds.attrs.update(dim=dim, steps=steps, tol=tol, n_trials=n_trials, lr_range=list(lr_range), n_grid=n_grid, n_rounds=n_rounds)
     return ds
+
+# %% ../nbs/02_toy_simulations.ipynb #f3b2e002
+def collapse_one(k: int,                # number of class embeddings, 2 < k <= dim
+                 lr: float,             # η > 0
+                 dim: int = 100,        # m (paper: 100)
+                 steps: int = 800,      # descent steps (Figure 3: 800)
+                 seed: int = 0,         # seed of the initial points
+                 tol: float = 1e-3,     # collapsed when σ₂/σ₁ < tol after the last step (as in `max_stable_lr`)
+                 record_every: int = 40,  # singular values every this many steps (Figure 3: 40)
+                ) -> dict:              # collapsed, sv_ratio, bound, threshold, step (T,), sv (T, k)
+    "One (k, η) trial of clop Figure 3: does renormalized descent on the pairwise cosine sum collapse?"
+    check_positive('tol', tol)
+    x0 = sphere_points((1, int(k)), dim, torch.Generator().manual_seed(int(seed)))
+    _, hist = cosine_sum_descent(x0, lr, steps, record_every)
+    sv = hist['sv'][0]                                                        # (T, k)
+    ratio = float(sv[-1, 1] / sv[-1, 0])
+    return dict(collapsed=ratio < tol, sv_ratio=ratio, bound=theorem1_bound(k), threshold=collapse_lr(k),
+                step=hist['step'].numpy(), sv=sv.numpy())
 
 # %% ../nbs/02_toy_simulations.ipynb #476afa6c
 def rank_k_minus_one(ks: Sequence[int],   # numbers of class embeddings, each 2 < k <= dim
