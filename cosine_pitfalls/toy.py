@@ -112,7 +112,8 @@ def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cel
     final_norm = torch.full((B,), math.nan, dtype=zi.dtype, device=zi.device)
     live = torch.arange(B, device=zi.device)                                         # cells still iterating
     run_min = min_ratio.clone()
-    for t in tqdm(range(max_steps + 1), disable=not progress, mininterval=1, leave=False):
+    bar = tqdm(total=B, desc='cells aligned', unit='cell', disable=not progress, mininterval=1, leave=False)
+    for t in range(max_steps + 1):
         cos = (F.normalize(zi, dim=-1) * F.normalize(zj, dim=-1)).sum(-1).mean(-1)   # (B_live,)
         hit = cos > threshold
         steps[live] = torch.where(hit & (steps[live] < 0), torch.full_like(live, t), steps[live])
@@ -124,11 +125,13 @@ def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cel
                 min_ratio[live[fin]] = run_min[fin]
                 keep = ~fin
                 live, zi, zj, run_min = live[keep], zi[keep], zj[keep], run_min[keep]
+                bar.update(int(fin.sum()))
             if live.numel() == 0: break
         new_i, new_j = cosine_step(zi, zj, lr)
         ratio = torch.minimum(new_i.norm(dim=-1) / zi.norm(dim=-1), new_j.norm(dim=-1) / zj.norm(dim=-1)).amin(-1)
         run_min = torch.where(steps[live] < 0, torch.minimum(run_min, ratio), run_min)   # over the steps taken before alignment
         zi, zj = new_i, new_j
+    bar.close()
     return {'steps': steps.reshape(cells), 'min_norm_ratio': min_ratio.reshape(cells), 'final_norm': final_norm.reshape(cells)}
 
 def predicted_steps(rho, phi, lr: float = 0.25, threshold: float = 0.999):
@@ -660,7 +663,7 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
             rec['align_diag'].append(torch.diagonal(A, dim1=-2, dim2=-1).abs().cpu())
             return A.abs().cpu()
     last = torch.full((C,), float('nan'))
-    for t in tqdm(range(steps + 1), disable=not progress, mininterval=1, leave=False):
+    for t in tqdm(range(steps + 1), total=steps, disable=not progress, mininterval=1, leave=False):
         if t % record_every == 0 or t == steps: A = record(t, last.clone())
         if t == steps: break
         idx = torch.randint(0, n_data, (S, batch_size), generator=g).to(dev)
