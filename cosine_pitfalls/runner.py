@@ -17,9 +17,9 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook
 # %% auto #0
 __all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
            'parse_value', 'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash',
-           'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'html_of', 'static_widgets',
-           'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows', 'report_header', 'write_report',
-           'write_report_html', 'report_problems', 'write_reports', 'main']
+           'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'html_of', 'settle_widgets',
+           'static_widgets', 'settle_executed', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
+           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports', 'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -219,7 +219,7 @@ def check_out(out: str | Path,   # the output folder the user gave
 
 # %% ../nbs/90_runner.ipynb #b7c2e402
 def run_job(job: dict, out: Path, progress: bool = False) -> dict:
-    "Execute one job's notebook with papermill, render it to HTML; return its run record (status, wall time, error, IDs)."
+    "Execute one job's notebook with papermill, settle and render it; return its run record (status, time, error, IDs)."
     import papermill as pm
     nb = Path(job['notebook']); runs = out/'runs'; runs.mkdir(parents=True, exist_ok=True)
     final = runs/f"{nb.stem}.{job['params']['profile']}.ipynb"
@@ -242,7 +242,10 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     finally:
         if before is None: os.environ.pop(JOB_ENV, None)
         else: os.environ[JOB_ENV] = before
-        if tmp.exists(): os.replace(tmp, final); wrote = True
+        if tmp.exists():
+            try: rec['trusted'] = settle_executed(tmp)               # widgets for JupyterLab
+            except Exception as e: rec['settle_error'] = f'{type(e).__name__}: {e}'[:500]
+            os.replace(tmp, final); wrote = True
     rec['wall_s'] = round(time.time() - t0, 2)
     rec['registered'] = [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)]
     stale = [i for i in job['ids'] if i not in rec['registered']]
@@ -327,23 +330,48 @@ def _bar_text(model_id: str, state: dict) -> str | None:
     text = f"{left.get('value', '')}|{'█' * cells}{' ' * (10 - cells)}|{right.get('value', '')}"
     return html.unescape(text).strip()
 
-def static_widgets(nb: dict,  # an executed notebook (nbformat JSON), left unchanged
-                  ) -> dict:  # a copy whose widget outputs are plain text and which carries no widget state
-    "A copy of `nb` that needs no widget JavaScript: tqdm bars as their last line, other widgets as their text."
+# %% ../nbs/90_runner.ipynb #c8d3f50a
+def _widget_outputs(nb: dict, keep_views: bool) -> dict:
+    "A copy of `nb`: each tqdm bar's text is the line it ended on, hidden bars dropped, widget views kept or not."
     nb = copy.deepcopy(nb)
-    state = nb.get('metadata', {}).pop('widgets', {}).get(_WIDGET_STATE, {}).get('state', {})
+    meta = nb.setdefault('metadata', {})
+    state = (meta.get('widgets') or {}).get(_WIDGET_STATE, {}).get('state', {})
+    if not keep_views: meta.pop('widgets', None)
     for cell in nb.get('cells', []):
+        if cell.get('cell_type') != 'code': continue
         outs = []
         for o in cell.get('outputs', []):
-            view = o.get('data', {}).pop(_WIDGET_VIEW, None)
+            data = o.get('data', {})
+            view = data.get(_WIDGET_VIEW) if keep_views else data.pop(_WIDGET_VIEW, None)
             if view is not None:
                 text = _bar_text(view.get('model_id', ''), state)
-                if text == '': continue
-                if text is not None: o['data']['text/plain'] = text
-                o['data'].setdefault('text/plain', '[an interactive widget: run the notebook in JupyterLab]')
+                if text == '': continue                                    # a bar hidden at its end
+                if text is not None: data['text/plain'] = text
+                data.setdefault('text/plain', '[an interactive widget: run the notebook in JupyterLab]')
             outs.append(o)
-        if cell.get('cell_type') == 'code': cell['outputs'] = outs
+        cell['outputs'] = outs
     return nb
+
+def settle_widgets(nb: dict) -> dict:
+    "A copy of an executed notebook for JupyterLab: bars' text as their last line, hidden bars dropped, views kept."
+    return _widget_outputs(nb, keep_views=True)
+
+def static_widgets(nb: dict) -> dict:
+    "A copy that needs no widget JavaScript: tqdm bars as their last line, other widgets as their text, no state."
+    return _widget_outputs(nb, keep_views=False)
+
+def settle_executed(path: str | Path,  # an executed notebook, rewritten in place
+                    notary=None,       # an nbformat `NotebookNotary` (default: the user's, as `jupyter trust` uses)
+                   ) -> bool:          # whether it is now signed as trusted
+    "Settle an executed notebook's widgets (`settle_widgets`) and sign it, so that JupyterLab draws them."
+    import nbformat
+    from nbformat.sign import NotebookNotary
+    nb = nbformat.from_dict(settle_widgets(json.loads(Path(path).read_text(encoding='utf-8'))))
+    nbformat.write(nb, str(path))
+    try:
+        (notary or NotebookNotary()).sign(nbformat.read(str(path), as_version=4))  # signed as a reader reads it
+        return True
+    except Exception: return False                              # e.g. no writable Jupyter data folder
 
 # %% ../nbs/90_runner.ipynb #c8d3f506
 _HEADING = re.compile(r'(<h[1-6](?:\s[^>]*)?>)(.*?)(</h[1-6]>)', re.S)
