@@ -10,9 +10,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable
 
-from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text, check_choice,
-                                  git_sha, params_hash)
-from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of, section_ids
+from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text,
+                                  check_choice, git_sha, params_hash)
+from .paper import (NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of,
+                                   section_ids)
 
 # %% auto #0
 __all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
@@ -31,7 +32,8 @@ def find_nbs(nbs: str | Path | None = None,  # explicit folder of the section no
     if nbs is not None:
         if not Path(nbs).is_dir(): raise ValueError(f"nbs: {str(nbs)!r} is not a folder")
         return Path(nbs).resolve()
-    tries = [os.environ.get('COSINE_PITFALLS_NBS'), Path(cosine_pitfalls.__file__).parent.parent/'nbs', Path.cwd()/'nbs']
+    tries = [os.environ.get('COSINE_PITFALLS_NBS'), Path(cosine_pitfalls.__file__).parent.parent/'nbs',
+             Path.cwd()/'nbs']
     for t in tries:
         if t and (Path(t)/'index.ipynb').exists(): return Path(t).resolve()
     raise ValueError(f"nbs: no folder of section notebooks found (tried {[str(t) for t in tries if t]}); "
@@ -53,15 +55,20 @@ _TYPES = {'int': int, 'float': float, 'str': str, 'bool': bool}
 def notebook_params(path: Path) -> dict:
     "Name -> (type name, default source) of a notebook's `parameters` cell."
     import ast, logging, papermill as pm
-    logging.getLogger('papermill.translators').setLevel(logging.ERROR)   # we report unparsed lines ourselves, below
+    # we report unparsed lines ourselves, below
+    logging.getLogger('papermill.translators').setLevel(logging.ERROR)
     spec = {n: (p['inferred_type_name'], p['default']) for n, p in pm.inspect_notebook(str(path)).items()}
     cell = next((''.join(c['source']) for c in json.loads(Path(path).read_text(encoding='utf-8'))['cells']
                  if 'parameters' in c.get('metadata', {}).get('tags', [])), '')
     assigned = [t.target.id for t in ast.parse(cell).body if isinstance(t, ast.AnnAssign)]
-    lost = [n for n in assigned if n not in spec]                     # papermill skips lines it cannot parse (two '=')
-    if lost: raise ValueError(f"{path.name}: papermill cannot parse the parameters {lost} (no '=' in their comments, please)")
+    lost = [n for n in assigned if n not in spec]  # papermill skips lines it cannot parse (two '=')
+    if lost:
+        raise ValueError(
+            f"{path.name}: papermill cannot parse the parameters {lost} (no '=' in their comments, please)")
     missing = [n for n in REQUIRED_PARAMS if n not in spec]
-    if missing: raise ValueError(f"{path.name}: its parameters cell lacks {missing} (every section notebook needs {list(REQUIRED_PARAMS)})")
+    if missing:
+        raise ValueError(f"{path.name}: its parameters cell lacks {missing} (every section notebook needs "
+                         f"{list(REQUIRED_PARAMS)})")
     bad = {n: t for n, (t, _) in spec.items() if t not in _TYPES}
     if bad: raise ValueError(f"{path.name}: parameters must be annotated int/float/str/bool; got {bad}")
     return spec
@@ -106,7 +113,8 @@ def profile_params(file: str, profile: str) -> dict:
 def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
          only: list | None = None,        # result IDs to reproduce (default: all implemented)
          sections: list | None = None,    # section numbers to reproduce
-         overrides: list | None = None,   # ['name=value', ...] parameter overrides, parsed by the notebook's types
+         # ['name=value', ...] parameter overrides, parsed by the notebook's types
+         overrides: list | None = None,
          nbs: str | Path | None = None,   # folder of the notebooks
         ) -> list[dict]:                  # one job per notebook: section, notebook, ids, params
     "Validate a reproduction request and return its jobs, before any compute."
@@ -122,25 +130,31 @@ def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
         chosen = sections or [s for s in SECTIONS if exists(s)]
         ids = [i for s in chosen for i in section_ids(s)]
         missing = [s for s in chosen if not exists(s)]
-        if missing and sections: raise ValueError(f"section(s) {missing} are not yet implemented (no notebook in {nbs})")
+        if missing and sections:
+            raise ValueError(f"section(s) {missing} are not yet implemented (no notebook in {nbs})")
     todo = [i for i in ids if not implemented(i, nbs)]
-    if only and todo: raise ValueError(f"result(s) {todo} are not yet implemented; see `cosine-pitfalls list`")
+    if only and todo:
+        raise ValueError(f"result(s) {todo} are not yet implemented; see `cosine-pitfalls list`")
     ids = [i for i in ids if i not in todo]
     pairs = [o.split('=', 1) for o in overrides or []]
     if any(len(p) != 2 or not p[0] for p in pairs):
-        raise ValueError(f"parameters are given as -p name=value; got {[o for o in overrides if '=' not in o]}")
+        raise ValueError(
+            f"parameters are given as -p name=value; got {[o for o in overrides if '=' not in o]}")
     jobs = []
     files = [f for f in NOTEBOOKS if any(notebook_of(i).file == f for i in ids)]        # paper-map order
     for f in files:
         path = notebook_path(f, nbs); spec = notebook_params(path)
         given = {}
-        for n, text in pairs:              # every notebook of the batch must declare it (narrow the batch with --only)
-            if n in ('profile', 'ids', 'out_dir'): raise ValueError(f"parameter {n} is set by the runner (use --profile/--only/--out)")
-            if n not in spec: raise ValueError(f"unknown parameter {n!r} for {path.name}; allowed: {', '.join(sorted(spec))}")
+        for n, text in pairs:  # every notebook of the batch must declare it (narrow the batch with --only)
+            if n in ('profile', 'ids', 'out_dir'):
+                raise ValueError(f"parameter {n} is set by the runner (use --profile/--only/--out)")
+            if n not in spec:
+                raise ValueError(
+                    f"unknown parameter {n!r} for {path.name}; allowed: {', '.join(sorted(spec))}")
             given[n] = parse_value(n, text, spec[n][0])
         params = check_params({**profile_params(f, profile), **given, 'profile': profile}, spec, path.name)
-        jobs.append(dict(section=NOTEBOOKS[f].section, notebook=path, ids=[i for i in ids if notebook_of(i).file == f],
-                         params=params))
+        jobs.append(dict(section=NOTEBOOKS[f].section, notebook=path,
+                         ids=[i for i in ids if notebook_of(i).file == f], params=params))
     return jobs
 
 # %% ../nbs/90_runner.ipynb #a16ac9fa
@@ -148,11 +162,13 @@ def environment() -> dict:
     "Package versions and the device, for the manifest."
     from importlib.metadata import version, PackageNotFoundError
     vers = {}
-    for p in ('cosine_pitfalls', 'torch', 'torchvision', 'numpy', 'pandas', 'xarray', 'papermill', 'scikit-learn', 'matplotlib', 'seaborn'):
+    for p in ('cosine_pitfalls', 'torch', 'torchvision', 'numpy', 'pandas', 'xarray', 'papermill',
+              'scikit-learn', 'matplotlib', 'seaborn'):
         try: vers[p] = version(p)
         except PackageNotFoundError: vers[p] = None
     import torch
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f'cpu ({os.cpu_count()} cores, {platform.machine()})'
+    dev = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
+           else f'cpu ({os.cpu_count()} cores, {platform.machine()})')
     return dict(python=platform.python_version(), platform=platform.platform(), packages=vers, device=dev)
 
 def read_json(path: Path, default=None):
@@ -167,15 +183,18 @@ def code_hash(notebook: str | Path) -> str:
         if c['cell_type'] == 'code': h.update(''.join(c['source']).encode() + b'\0')
     pkg = Path(importlib.import_module('cosine_pitfalls').__file__).parent
     for f in sorted(pkg.glob('*.py')):
-        if f.name not in ('runner.py', '_modidx.py'): h.update(f.name.encode() + b'\0' + f.read_bytes() + b'\0')
+        if f.name not in ('runner.py', '_modidx.py'):
+            h.update(f.name.encode() + b'\0' + f.read_bytes() + b'\0')
     return h.hexdigest()[:12]
 
 def job_hash(job: dict) -> str:
     "Identity of a job's computation: its notebook, its parameters (without ids/out_dir) and the code (`code_hash`)."
-    return params_hash(dict(notebook=Path(job['notebook']).name, code=code_hash(job['notebook']), **job['params']))
+    return params_hash(dict(notebook=Path(job['notebook']).name, code=code_hash(job['notebook']),
+                            **job['params']))
 
 def registered(id: str, h: str, out: Path, since: float = 0.0) -> bool:
-    "Whether a run of job `h` wrote all of result `id`'s files (its summary, written last, names them), at or after `since`."
+    """Whether a run of job `h` wrote all of result `id`'s files (its summary, written last, names them),
+    at or after `since`."""
     f = Path(out)/'results'/f'{id}.json'
     try: summ = read_json(f)
     except (OSError, ValueError): return False
@@ -183,7 +202,8 @@ def registered(id: str, h: str, out: Path, since: float = 0.0) -> bool:
             and all((Path(out)/x).exists() for x in summ.get('files', [])))
 
 def is_done(id: str, h: str, out: Path, manifest: dict) -> bool:
-    "Whether result `id` is on disk from a run with job hash `h` (parameters and code): recorded ok, or completely registered."
+    """Whether result `id` is on disk from a run with job hash `h` (parameters and code): recorded ok, or
+    completely registered."""
     e = manifest.get('results', {}).get(id, {})
     ok = e.get('status') == 'ok' and e.get('params_hash') == h and (out/'results'/f'{id}.json').exists()
     return ok or registered(id, h, out)
@@ -199,7 +219,8 @@ def sweep_tmp(out: Path) -> list[Path]:
     for f in gone: f.unlink(missing_ok=True)
     return gone
 
-KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']   # keeps ipykernel's per-start warnings (TCP transport) out of our output
+# keeps ipykernel's per-start warnings (TCP transport) out of our output
+KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']
 
 def check_out(out: str | Path,   # the output folder the user gave
               create: bool,      # create it (reproduce) or require it to exist (report)
@@ -208,13 +229,16 @@ def check_out(out: str | Path,   # the output folder the user gave
     out = Path(out)
     if not out.exists():
         if not create:
-            raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+            raise ValueError(
+                f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
         try: out.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise ValueError(f"out: cannot create the folder {str(out)!r}: {e.strerror}") from None
+        except OSError as e:
+            raise ValueError(f"out: cannot create the folder {str(out)!r}: {e.strerror}") from None
     if not out.is_dir(): raise ValueError(f"out: {str(out)!r} is not a folder")
     try:
         fd, probe = tempfile.mkstemp(prefix='.probe.', suffix='.tmp', dir=out); os.close(fd); os.unlink(probe)
-    except OSError as e: raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
+    except OSError as e:
+        raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
     return out
 
 # %% ../nbs/90_runner.ipynb #b7c2e402
@@ -229,7 +253,8 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
                params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
                executed_notebook=str(final.relative_to(out)))
     t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'; wrote = False
-    before = os.environ.get(JOB_ENV); os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
+    before = os.environ.get(JOB_ENV)
+    os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
     try:
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
                             progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
@@ -252,7 +277,7 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     if rec['status'] == 'ok' and stale:
         rec.update(status='failed', error=dict(cell=None, ename='NotRegistered',
                                               evalue=f'the notebook finished without registering {stale}'))
-    if wrote:                                                           # passed or failed: a page to read it on
+    if wrote:  # passed or failed: a page to read it on
         t1 = time.time()
         try: rec['html'] = str(render_html(final, html_of(final, out)).relative_to(out))
         except Exception as e: rec['html_error'] = f'{type(e).__name__}: {e}'[:500]
@@ -269,7 +294,7 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
               nbs: str | Path | None = None, progress: bool = True) -> int:
     "Run the section notebooks for the requested results; write outputs, manifest and reports. Returns the exit code."
     from tqdm.auto import tqdm
-    jobs = plan(profile, only, sections, overrides, nbs)          # every check happens here, before any compute
+    jobs = plan(profile, only, sections, overrides, nbs)  # every check happens here, before any compute
     out = check_out(out, create=True)
     manifest = read_json(out/'manifest.json', {}) or {}
     failed = 0
@@ -282,23 +307,26 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
             todo = job['ids'] if force else [i for i in job['ids'] if not is_done(i, h, out, manifest)]
             results = manifest.setdefault('results', {})
             recovered = [i for i in job['ids'] if i not in todo and results.get(i, {}).get('status') != 'ok']
-            for i in recovered:                   # registered by a run that was killed or failed later: complete, keep it
+            for i in recovered:  # registered by a run that was killed or failed later: complete, keep it
                 results[i] = dict(_entry(job, h, 'ok', None, None), recovered=True)
             if recovered: atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
-            bar.set_postfix_str(f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
+            bar.set_postfix_str(
+                f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
             if not todo: continue
             rec = run_job(dict(job, ids=todo), out)
             failed += rec['status'] != 'ok'
             manifest.update(environment=environment(), git_sha=git_sha(),
                             updated=datetime.datetime.now().isoformat(timespec='seconds'))
             manifest.setdefault('runs', []).append(rec)
-            for i in todo:                        # an ID the notebook registered before failing is complete: ok
+            for i in todo:  # an ID the notebook registered before failing is complete: ok
                 done = i in rec['registered']
-                results[i] = _entry(job, h, 'ok' if done else 'failed', rec['wall_s'], None if done else rec['error'])
+                results[i] = _entry(job, h, 'ok' if done else 'failed', rec['wall_s'],
+                                    None if done else rec['error'])
             atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
             if rec['status'] != 'ok':
                 e = rec['error']
-                print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}", file=sys.stderr)
+                print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}",
+                      file=sys.stderr)
     finally:
         signal.signal(signal.SIGTERM, old)
         sweep_tmp(out)
@@ -361,7 +389,8 @@ def static_widgets(nb: dict) -> dict:
     return _widget_outputs(nb, keep_views=False)
 
 def settle_executed(path: str | Path,  # an executed notebook, rewritten in place
-                    notary=None,       # an nbformat `NotebookNotary` (default: the user's, as `jupyter trust` uses)
+                    # an nbformat `NotebookNotary` (default: the user's, as `jupyter trust` uses)
+                    notary=None,
                    ) -> bool:          # whether it is now signed as trusted
     "Settle an executed notebook's widgets (`settle_widgets`) and sign it, so that JupyterLab draws them."
     import nbformat
@@ -369,7 +398,8 @@ def settle_executed(path: str | Path,  # an executed notebook, rewritten in plac
     nb = nbformat.from_dict(settle_widgets(json.loads(Path(path).read_text(encoding='utf-8'))))
     nbformat.write(nb, str(path))
     try:
-        (notary or NotebookNotary()).sign(nbformat.read(str(path), as_version=4))  # signed as a reader reads it
+        # signed as a reader reads it
+        (notary or NotebookNotary()).sign(nbformat.read(str(path), as_version=4))
         return True
     except Exception: return False                              # e.g. no writable Jupyter data folder
 
@@ -389,13 +419,15 @@ def anchor_ids(body: str,                  # HTML written by nbconvert
         return m.group(1) + spans + m.group(2) + m.group(3)
     return _HEADING.sub(add, body)
 
-# nbconvert's lab template, less what blocks an offline page: no require.js (no widgets are left to load), and
-# MathJax loaded async (configured first), so the page shows at once and its equations typeset when the CDN answers
+# nbconvert's lab template, less what blocks an offline page: no require.js (no widgets are left to load),
+# and MathJax loaded async (configured first), so the page shows at once and its equations typeset when
+# the CDN answers
 _PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}
 <script>
-window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
+window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']],
+                            displayMath: [['$$', '$$'], ['\\[', '\\]']],
                             processEscapes: true, processEnvironments: true},
                   displayAlign: 'center', messageStyle: 'none', CommonHTML: {linebreaks: {automatic: true}}};
 </script>
@@ -458,8 +490,10 @@ def report_rows(out: Path,   # the output folder
                 r.update(verdict=st.split(' (')[0], ours='', scale='')
                 if st.startswith('failed'):
                     e = man['results'][i]['error'] or {}
-                    r['ours'] = f"run failed in cell {e.get('cell')}: {e.get('ename')}: {e.get('evalue', '')[:200]}"
-            profile = summ['profile'] if done else man['results'][i]['profile'] if st.startswith('failed') else None
+                    r['ours'] = (f"run failed in cell {e.get('cell')}: {e.get('ename')}: "
+                                 f"{e.get('evalue', '')[:200]}")
+            profile = (summ['profile'] if done else man['results'][i]['profile'] if st.startswith('failed')
+                       else None)
             page = html_of(f'{notebook_of(i).stem}.{profile}.ipynb', out)
             if profile and page.exists(): r['notebook'] = str(page.relative_to(out))
             rows.append(r)
@@ -473,8 +507,10 @@ def _totals(rows: list[dict]) -> str:
 def report_header(man: dict) -> list[str]:
     "The report's opening lines: what a row shows, and the verdict rule."
     return ['# Reproduction report', '',
-            "Each row sets **the paper's** statement (copied from the paper; not computed here) beside **ours** "
-            "(computed by the run on disk, at the scale shown), with links to the result's table, dataset and figure. "
+            "Each row sets **the paper's** statement (copied from the paper; "
+            "not computed here) beside **ours** "
+            "(computed by the run on disk, at the scale shown), with links to the result's table, "
+            "dataset and figure. "
             'Every verdict is decided by its notebook from its own numbers, by one rule:', '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
             'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and '
@@ -493,29 +529,33 @@ def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> 
     man = read_json(out/'manifest.json', {}) or {}
     rows, lines = report_rows(out, nbs, man), report_header(man)
     if (out/'report.html').exists():
-        lines += ['The same report with its figures inline, each ID linking to its place in the rendered notebook: '
+        lines += [
+            'The same report with its figures inline, each ID linking to its place in the rendered notebook: '
                   '[report.html](report.html).', '']
     for s, sec in SECTIONS.items():
-        lines += [f'## Section {s}: {sec.title} (' + ', '.join(f'`nbs/{n.file}`' for n in sec.notebooks) + ')', '',
-                  "| ID | the paper's result (paper) | ours | scale | verdict | files |",
+        lines += [f'## Section {s}: {sec.title} (' + ', '.join(f'`nbs/{n.file}`' for n in sec.notebooks)
+                  + ')', '', "| ID | the paper's result (paper) | ours | scale | verdict | files |",
                   '| --- | --- | --- | --- | --- | --- |']
         mine = [r for r in rows if r['section'] == s]
         for r in mine:
             links = ' · '.join(f'[{_FILE_NAMES.get(f.split("/")[0], f)}]({f})' for f in r['files'])
-            lines.append(f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['verdict']} "
+            lines.append(
+                f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['verdict']} "
                          f"| {links} |")
         lines.append('')
         if any(r['figure'] for r in mine):
             lines += [f'### Figures of section {s}', '']
             for r in mine:
-                if r['figure']: lines += [f"#### `{r['id']}` ({r['verdict']})", '', f"![{r['id']}]({r['figure']})", '']
+                if r['figure']:
+                    lines += [f"#### `{r['id']}` ({r['verdict']})", '', f"![{r['id']}]({r['figure']})", '']
     at = next(k for k, l in enumerate(lines) if l.startswith('## Section'))
     lines[at:at] = [_totals(rows), '']
     return atomic_write_text(out/'report.md', '\n'.join(lines) + '\n')
 
 # %% ../nbs/90_runner.ipynb #d9e4a603
 _REPORT_CSS = """
-body { font-family: system-ui, sans-serif; max-width: 1400px; margin: 2em auto; padding: 0 1em; line-height: 1.4; }
+body { font-family: system-ui, sans-serif; max-width: 1400px; margin: 2em auto; padding: 0 1em;
+       line-height: 1.4; }
 table { border-collapse: collapse; width: 100%; margin-bottom: 2em; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.35em 0.5em; vertical-align: top; text-align: left; }
 th { background: #f3f3f3; } tbody:nth-of-type(even) > tr:first-child { background: #fafafa; }
@@ -523,7 +563,8 @@ code { font-size: 0.95em; background: #f4f4f4; padding: 0 0.2em; }
 tr.figure td { text-align: center; } figure { margin: 0.5em; } img { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #555; }
 .verdict { font-weight: bold; white-space: nowrap; } .agree { color: #1a7f37; } .corrected { color: #9a6700; }
-.differ, .failed { color: #cf222e; } .inconclusive, .rebuilt { color: #0550ae; } .not-run, .not-yet-implemented { color: #777; }
+.differ, .failed { color: #cf222e; } .inconclusive, .rebuilt { color: #0550ae; }
+.not-run, .not-yet-implemented { color: #777; }
 """
 
 def _inline(text) -> str:
@@ -534,7 +575,8 @@ def _inline(text) -> str:
 
 def _data_uri(path: Path) -> str:
     "An image file as a `data:` URI, so that the page carries it."
-    kind = {'.png': 'image/png', '.svg': 'image/svg+xml', '.jpg': 'image/jpeg'}.get(path.suffix.lower(), 'image/png')
+    kind = {'.png': 'image/png', '.svg': 'image/svg+xml',
+            '.jpg': 'image/jpeg'}.get(path.suffix.lower(), 'image/png')
     return f'data:{kind};base64,' + base64.b64encode(path.read_bytes()).decode('ascii')
 
 def _row_html(r: dict, out: Path) -> str:
@@ -564,15 +606,21 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f'<title>Reproduction report</title><style>{_REPORT_CSS}</style></head><body>',
              '<h1>Reproduction report</h1>',
-             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; not computed here) "
-             'beside <strong>ours</strong> (computed by the run on disk, at the scale shown). Each ID links to the '
-             'heading that introduces it in the rendered notebook that computed it; the last column links the '
-             "result's table, dataset and figure, and the figure is shown under its row. Every verdict is decided by "
+             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; "
+             "not computed here) "
+             'beside <strong>ours</strong> (computed by the run on disk, '
+             'at the scale shown). Each ID links to the '
+             'heading that introduces it in the rendered notebook that computed it; '
+             'the last column links the '
+             "result's table, dataset and figure, and the figure is shown under its row. Every verdict is "
+             "decided by "
              'its notebook from its own numbers, by one rule:</p>',
-             '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>' for v in VERDICTS) + '</ul>',
+             '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
+                              for v in VERDICTS) + '</ul>',
              '<p>An effect over seeds counts only beyond 2 paired standard errors. <code>not run</code>, '
              '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
-             f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: {e(str(env.get('device', 'n/a')))}; "
+             f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
+             f"{e(str(env.get('device', 'n/a')))}; "
              f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>"]
     for s, sec in SECTIONS.items():
         pages = [p for n in sec.notebooks for p in sorted((out/NOTEBOOK_HTML).glob(f'{n.stem}.*.html'))]
@@ -580,7 +628,8 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
         parts += [f'<h2 id="section-{s}">Section {s}: {e(sec.title)}</h2>',
                   '<p>' + ', '.join(f'<code>nbs/{e(n.file)}</code>' for n in sec.notebooks)
                   + (f'; rendered: {read}' if read else '; not rendered yet') + '</p>',
-                  "<table><thead><tr><th>ID</th><th>the paper's result (paper)</th><th>ours</th><th>scale</th>"
+                  "<table><thead><tr><th>ID</th><th>the paper's result "
+                  "(paper)</th><th>ours</th><th>scale</th>"
                   '<th>verdict</th><th>files</th></tr></thead>',
                   *[_row_html(r, out) for r in rows if r['section'] == s], '</table>']
     parts.append('</body></html>')
@@ -615,17 +664,20 @@ def report_problems(page: str | Path,  # report.html (or any page whose local re
             head, _, b64 = src.partition(',')
             try: data = base64.b64decode(b64, validate=True)
             except ValueError: data = b''
-            if not data or ('image/png' in head and 0 in _png_size(data)): problems.append(f'image {head}: does not decode')
+            if not data or ('image/png' in head and 0 in _png_size(data)):
+                problems.append(f'image {head}: does not decode')
         elif not (page.parent/urllib.parse.unquote(urllib.parse.urlsplit(src).path)).is_file():
             problems.append(f'image {src}: file missing')
     for href in refs.links:
         u = urllib.parse.urlsplit(href)
-        if u.scheme or u.netloc: continue                                     # only local links are ours to check
+        if u.scheme or u.netloc: continue  # only local links are ours to check
         target = page.parent/urllib.parse.unquote(u.path) if u.path else page
         if not target.is_file(): problems.append(f'link {href}: file missing'); continue
         if u.fragment:
-            if target not in ids: ids[target] = _refs(target).ids if target.suffix in ('.html', '.htm') else set()
-            if urllib.parse.unquote(u.fragment) not in ids[target]: problems.append(f'link {href}: no such anchor')
+            if target not in ids:
+                ids[target] = _refs(target).ids if target.suffix in ('.html', '.htm') else set()
+            if urllib.parse.unquote(u.fragment) not in ids[target]:
+                problems.append(f'link {href}: no such anchor')
     return problems
 
 def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None) -> list[Path]:
@@ -637,30 +689,36 @@ def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None) ->
 # %% ../nbs/90_runner.ipynb #2bfad6de
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='cosine-pitfalls',
-                                description='Reproduce the results of five papers on the cosine similarity in SSL.')
+                                description='Reproduce the results of five papers on the cosine similarity '
+                                            'in SSL.')
     sub = p.add_subparsers(dest='cmd', required=True)
     def common(q):
         q.add_argument('--out', default='outputs', help='output folder (default: outputs/)')
-        q.add_argument('--nbs', default=None, help='folder of the section notebooks (default: nbs/ of the clone)')
+        q.add_argument('--nbs', default=None,
+                       help='folder of the section notebooks (default: nbs/ of the clone)')
     common(sub.add_parser('list', help='every result ID with its notebook and status'))
     r = sub.add_parser('reproduce', help='execute the section notebooks and register their results')
     r.add_argument('--profile', default='cpu', help=f"scale: {', '.join(PROFILES)} (default: cpu)")
     r.add_argument('--only', nargs='+', default=None, metavar='ID', help='result IDs to reproduce')
-    r.add_argument('--section', nargs='+', type=int, default=None, metavar='N', help='section numbers to reproduce')
+    r.add_argument('--section', nargs='+', type=int, default=None, metavar='N',
+                   help='section numbers to reproduce')
     r.add_argument('-p', '--param', action='append', default=None, metavar='NAME=VALUE',
                    help='override a notebook parameter')
-    r.add_argument('--force', action='store_true', help='re-run results already on disk with the same parameters and code')
+    r.add_argument('--force', action='store_true',
+                   help='re-run results already on disk with the same parameters and code')
     r.add_argument('--quiet', action='store_true', help='no progress bar')
     common(r)
-    common(sub.add_parser('report', help='rebuild report.md and report.html (and missing notebook pages) from disk'))
-    sub.add_parser('train', help='train one self-supervised run (cosine-pitfalls train --help lists its flags)',
+    common(sub.add_parser('report',
+                          help='rebuild report.md and report.html (and missing notebook pages) from disk'))
+    sub.add_parser('train',
+                   help='train one self-supervised run (cosine-pitfalls train --help lists its flags)',
                    add_help=False)
     return p
 
 def main(argv: list | None = None) -> int:
     "Entry point of the `cosine-pitfalls` console script."
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ['train']:                                   # the trainer has its own flags (one per config field)
+    if argv[:1] == ['train']:  # the trainer has its own flags (one per config field)
         from cosine_pitfalls.train import main as train_main
         return train_main(argv[1:])
     args = _parser().parse_args(argv)
@@ -682,6 +740,7 @@ def main(argv: list | None = None) -> int:
         print(f'cosine-pitfalls: error: {e}', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print('cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept',
+        print(
+            'cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept',
               file=sys.stderr)
         return 130
