@@ -127,7 +127,6 @@ VERDICT_RULE = {
     'rebuilt': 'recomputed from a closed form or an identity, so it cannot come out otherwise',
 }
 SIGNIFICANCE_Z = 2.0   # an effect over seeds counts only beyond this many paired standard errors
-
 def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` dimension (seeds)
                 b: xr.DataArray,      # the metric of setting B, paired with `a` along `dim`
                 dim: str = 'seed',    # the dimension over which the pairs are formed
@@ -140,7 +139,6 @@ def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` di
     mean = d.mean(dim)
     se = d.std(dim, ddof=1) / np.sqrt(n) if n > 1 else xr.full_like(mean, np.nan, dtype=float)
     return mean, se
-
 def effect_sign(diff, se,                 # paired mean difference and its standard error (numbers or arrays)
                 z: float = SIGNIFICANCE_Z,  # how many standard errors an effect must exceed
                ):  # +1 (a real increase), −1 (a real decrease), 0 (within noise or untestable)
@@ -149,7 +147,6 @@ def effect_sign(diff, se,                 # paired mean difference and its stand
     out = np.where(np.isfinite(se) & (diff > z * se) & (diff != 0), 1, 0)
     out = np.where(np.isfinite(se) & (diff < -z * se) & (diff != 0), -1, out)
     return int(out) if out.ndim == 0 else out
-
 def judge_effect(diff, se,                 # paired mean difference a − b and its standard error (scalars)
                  expected: int,            # +1: the claim says a > b; −1: a < b
                  z: float = SIGNIFICANCE_Z,
@@ -159,7 +156,6 @@ def judge_effect(diff, se,                 # paired mean difference a − b and 
     check_choice('expected', expected, (1, -1))
     s = effect_sign(float(diff), float(se), z)
     return 'inconclusive' if s == 0 else 'agree' if s == expected else 'differ'
-
 def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., decimals shown
                 z: float = SIGNIFICANCE_Z,
                ) -> str:                   # e.g. '+0.023 ± 0.017 (1.4 s.e.: within noise)'
@@ -170,6 +166,7 @@ def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., 
     word = 'within noise' if effect_sign(diff, se, z) == 0 else 'beyond noise'
     return f'{diff:+.{digits}f} ± {se:.{digits}f} ({ratio:.1f} s.e.: {word})'
 
+# %% ../nbs/00_core.ipynb #16be9452
 def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of one claim
                     ) -> str:                  # the claim's verdict: its weakest part's
     "One verdict for a claim with several parts: differ > inconclusive > corrected > agree > rebuilt."
@@ -178,7 +175,6 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
     for v in ('differ', 'inconclusive', 'corrected', 'agree'):
         if v in vs: return v
     return 'rebuilt'
-
 def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
                 b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
                 expected: int = 1,     # +1: the claim is a > b; −1: a < b
@@ -195,7 +191,6 @@ def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" 
 # %% ../nbs/00_core.ipynb #86561089
 # the runner puts its job hash (notebook, parameters, code) here for the kernel
 JOB_ENV = 'COSINE_PITFALLS_JOB'
-
 def _nc_attrs(attrs: dict) -> dict:
     "netCDF attributes hold strings and numbers: encode the rest as JSON."
     out = {}
@@ -204,11 +199,11 @@ def _nc_attrs(attrs: dict) -> dict:
         elif isinstance(v, (dict, list, tuple)) or v is None: v = json.dumps(v, default=str)
         out[k] = v
     return out
-
 def _version() -> str:
     from cosine_pitfalls import __version__
     return __version__
 
+# %% ../nbs/00_core.ipynb #85042180
 class SectionRun:
     "Which results one run of a section notebook computes, and where it registers them."
     def __init__(self, section: int,       # section number of the paper map (1..5)
@@ -287,6 +282,7 @@ class SectionRun:
         self.saved[id] = summary
         return summary
 
+# %% ../nbs/00_core.ipynb #668bfbbe
 def load_result(out_dir: str | Path,  # the folder a run wrote to (default of the CLI: outputs/)
                 id: str,              # result ID
                ) -> xr.Dataset:
