@@ -70,9 +70,9 @@ class PaperResult:
         "`figure`, `table` or `theory`, read off the ID."
         tail = self.id.split('.', 1)[1]
         return 'figure' if tail.startswith('fig') else 'table' if tail.startswith('table') else 'theory'
-
 def _r(id, section, paper): return PaperResult(id, section, paper)
 
+# %% ../nbs/00_paper.ipynb #597941d0
 PAPER = {r.id: r for r in [
     _r('pitfalls.prop1', 1, '∇_{z_i} of L^A = −ẑ_iᵀẑ_j is −(1/‖z_i‖)(I − ẑ_iẑ_iᵀ)ẑ_j, orthogonal to z_i, '
                             'with norm sin φ_ij / ‖z_i‖'),
