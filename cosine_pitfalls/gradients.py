@@ -49,7 +49,6 @@ TOL = 1e-8          # largest relative error (float64) at which a closed form ag
 # cases with cancellation factor κ above this are ill-conditioned: rounding alone may exceed TOL
 COND_MAX = 1e7
 SCALED_TOL = 1e-12  # largest error scaled by the size of the summed terms, on every case
-
 def agreement(rel: np.ndarray,     # relative errors, any shape
               kappa: np.ndarray,   # cancellation factors κ, same shape
               scaled: np.ndarray,  # errors scaled by the terms, same shape
@@ -64,9 +63,7 @@ def agreement(rel: np.ndarray,     # relative errors, any shape
     max_scaled = float(scaled.max())
     return dict(max_rel=max_rel, share_well=float(well.mean()), max_scaled=max_scaled,
                 agree=bool(well.any() and max_rel <= TOL and max_scaled <= SCALED_TOL))
-
 ANGLE_REGIMES = ('near 0', 'generic', 'near π')
-
 def log_uniform(shape: tuple,            # output shape
                 lo: float, hi: float,    # range, 0 < lo <= hi
                 generator: torch.Generator | None = None,  # random stream
@@ -77,7 +74,6 @@ def log_uniform(shape: tuple,            # output shape
     if hi < lo: raise ValueError(f"hi must be >= lo; got lo={lo}, hi={hi}")
     u = torch.rand(shape, generator=generator, dtype=dtype, device=device)
     return torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
-
 def regime_angles(regime: str,  # one of ANGLE_REGIMES, or 'tiny' (φ = 1e-10, the ill-conditioned demo)
                   n: int,                # number of angles
                   generator: torch.Generator | None = None,
@@ -92,6 +88,7 @@ def regime_angles(regime: str,  # one of ANGLE_REGIMES, or 'tiny' (φ = 1e-10, t
     if regime != 'tiny': small[0] = 1e-6
     return small if regime in ('near 0', 'tiny') else math.pi - small
 
+# %% ../nbs/01_gradients.ipynb #f66da4a7
 def orthonormal_pair(n: int, d: int,     # n pairs in R^d, d >= 2
                      generator: torch.Generator | None = None,
                      dtype=torch.float64, device=None,
@@ -104,7 +101,6 @@ def orthonormal_pair(n: int, d: int,     # n pairs in R^d, d >= 2
     v = v - (v * u).sum(-1, keepdim=True) * u
     v = v - (v * u).sum(-1, keepdim=True) * u            # second pass: orthogonal to rounding
     return u, v / v.norm(dim=-1, keepdim=True)
-
 def pairs_at_angles(phi: Tensor,          # (n,) angles between the two vectors of each pair
                     d: int,               # dimension, >= 2
                     norms: tuple = (1e-3, 1e3),  # range of the log-uniform norms
@@ -115,7 +111,6 @@ def pairs_at_angles(phi: Tensor,          # (n,) angles between the two vectors 
     u, v = orthonormal_pair(n, d, generator, phi.dtype, phi.device)
     ri, rj = (log_uniform((n, 1), *norms, generator, phi.dtype, phi.device) for _ in range(2))
     return ri * u, rj * (torch.cos(phi)[:, None] * u + torch.sin(phi)[:, None] * v)
-
 def rel_err(a: Tensor, b: Tensor,        # estimate and reference, same shape (..., *event)
             event_dims: int = 1,         # how many trailing dimensions form one vector/matrix
            ) -> Tensor:                  # (...,) ‖a − b‖ / max(‖b‖, 1e-300)
@@ -124,7 +119,6 @@ def rel_err(a: Tensor, b: Tensor,        # estimate and reference, same shape (.
         raise ValueError(f"a and b must have one shape; got {tuple(a.shape)} and {tuple(b.shape)}")
     fa, fb = a.flatten(a.dim() - event_dims), b.flatten(b.dim() - event_dims)
     return (fa - fb).norm(dim=-1) / fb.norm(dim=-1).clamp_min(1e-300)
-
 def autograd_grad(loss_fn,               # function of the inputs returning one loss per case, (n,)
                   *inputs: Tensor,       # inputs; cases are independent along the first dimension
                   wrt: int = 0,          # which input to differentiate
@@ -324,13 +318,11 @@ def _check_margin_args(theta: Tensor, p: Tensor, tau: float, beta: float = 1.0) 
         raise ValueError(
             "p must be non-negative and sum to 1 over its last dimension (the targets of one anchor)")
     check_positive('tau', tau); check_positive('beta', beta, strict=False)
-
 def angle(a: Tensor, b: Tensor,  # (..., d) each, non-zero
          ) -> Tensor:            # (...,) θ ∈ [0, π]
     "Angle between `a` and `b`, θ = 2·atan2(‖â − b̂‖, ‖â + b̂‖): accurate near 0 and π, unlike arccos(cos)."
     ah, bh = a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True)
     return 2 * torch.atan2((ah - bh).norm(dim=-1), (ah + bh).norm(dim=-1))
-
 def margin_logits(theta: Tensor,   # (..., K) angles θᵢⱼ to the K samples of the batch
                   p: Tensor,       # (..., K) targets pᵢⱼ
                   tau: float,      # temperature τ
@@ -340,7 +332,6 @@ def margin_logits(theta: Tensor,   # (..., K) angles θᵢⱼ to the K samples o
     "margins Eq. 4 (Eq. 2 when m₁ = m₂ = 0): logits as a function of the angles (margins Algorithms 1, 2)."
     _check_margin_args(theta, p, tau)
     return (torch.cos(theta + m1 * p) - m2 * p) / tau
-
 def margin_loss(theta: Tensor,      # (..., K) angles θᵢⱼ
                 p: Tensor,          # (..., K) targets pᵢⱼ, summing to 1
                 tau: float,         # temperature τ
@@ -352,7 +343,6 @@ def margin_loss(theta: Tensor,      # (..., K) angles θᵢⱼ
     _check_margin_args(theta, p, tau, beta)
     d = margin_logits(theta, p, tau, m1, m2)
     return -(p * d).sum(-1) + beta * p.sum(-1) * torch.logsumexp(d, -1)
-
 def plain_theta_grad(theta: Tensor,      # (..., K) angles
                      p: Tensor,          # (..., K) targets
                      tau: float,         # temperature
@@ -361,7 +351,6 @@ def plain_theta_grad(theta: Tensor,      # (..., K) angles
     "margins Eq. 14: ∂L̃ᵢ/∂θᵢⱼ = (pᵢⱼ − β q̃ᵢⱼ) sin θᵢⱼ / τ."
     _check_margin_args(theta, p, tau, beta)
     return (p - beta * torch.softmax(torch.cos(theta) / tau, -1)) * torch.sin(theta) / tau
-
 def angular_multiplier(theta: Tensor,  # (..., K) angles in (0, π)
                        p: Tensor,      # (..., K) targets
                        m1: float,      # angular margin
@@ -369,6 +358,7 @@ def angular_multiplier(theta: Tensor,  # (..., K) angles in (0, π)
     "First multiplier of margins Thm. 4.1 (its Fig. 2, left): sin(θᵢⱼ + m₁pᵢⱼ)/sin θᵢⱼ, 1 for negatives."
     return torch.sin(theta + m1 * p) / torch.sin(theta)
 
+# %% ../nbs/01_gradients.ipynb #6da87b9f
 def logit_ratio(theta: Tensor, p: Tensor, tau: float,       # angles, targets (..., K), temperature
                 m1: float = 0.0, m2: float = 0.0, beta: float = 1.0,  # margins and the log-sum-exp weight
                ) -> Tensor:                                  # (..., K) (p − βq)/(p − βq̃)
@@ -378,7 +368,6 @@ def logit_ratio(theta: Tensor, p: Tensor, tau: float,       # angles, targets (.
     q = torch.softmax(margin_logits(theta, p, tau, m1, m2), -1)
     qt = torch.softmax(torch.cos(theta) / tau, -1)
     return (p - beta * q) / (p - beta * qt)
-
 def margin_theta_grad(theta: Tensor, p: Tensor, tau: float,       # angles, targets (..., K), temperature
                       # margins and the log-sum-exp weight
                       m1: float = 0.0, m2: float = 0.0, beta: float = 1.0,
@@ -386,7 +375,6 @@ def margin_theta_grad(theta: Tensor, p: Tensor, tau: float,       # angles, targ
     "margins Thm. 4.1 (Eq. 6): ∂Lᵢ/∂θᵢⱼ = ∂L̃ᵢ/∂θᵢⱼ · sin(θ+m₁p)/sin θ · (p−βq)/(p−βq̃)."
     return (plain_theta_grad(theta, p, tau, beta) * angular_multiplier(theta, p, m1)
             * logit_ratio(theta, p, tau, m1, m2, beta))
-
 def sum_exp_ratio(theta: Tensor, p: Tensor, tau: float,  # angles, targets (..., K), temperature
                   m1: float = 0.0, m2: float = 0.0,       # margins
                  ) -> Tensor:                             # (...,) Σₖ exp(δ̃ᵢₖ) / Σₖ exp(δᵢₖ)
@@ -394,7 +382,6 @@ def sum_exp_ratio(theta: Tensor, p: Tensor, tau: float,  # angles, targets (...,
     Algorithm 4's `ratio`)."""
     return torch.exp(torch.logsumexp(torch.cos(theta) / tau, -1)
                      - torch.logsumexp(margin_logits(theta, p, tau, m1, m2), -1))
-
 def subtractive_multiplier(theta_pos: Tensor,  # (...,) angle θᵢₗ to the positive
                            q_pos: Tensor,      # (...,) q̃ᵢₗ, the positive's probability without margins
                            tau: float, m1: float = 0.0, m2: float = 0.0,
