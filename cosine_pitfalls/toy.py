@@ -66,13 +66,11 @@ def prop1_gradient(zi: Tensor,  # points whose gradient we take, (*b, d)
     ni = zi.norm(dim=-1, keepdim=True)                       # (*b, 1)
     hi, hj = zi / ni, F.normalize(zj, dim=-1)                # (*b, d)
     return -(hj - (hi * hj).sum(-1, keepdim=True) * hi) / ni
-
 def cosine_step(zi: Tensor, zj: Tensor,  # a batch of positive pairs, (*b, d) each
                 lr: float | Tensor,      # γ > 0 (a float, or a tensor broadcastable to (*b, 1))
                ) -> tuple[Tensor, Tensor]:
     "One simultaneous gradient step of both points on `−ẑᵢᵀẑⱼ` (the update of pitfalls Thm 3)."
     return zi - lr * prop1_gradient(zi, zj), zj - lr * prop1_gradient(zj, zi)
-
 def positive_pairs(rho: Tensor,            # mean norms, any shape broadcastable with `phi`: the cells (*c)
                    phi: Tensor,            # angles in (0, π), broadcastable with `rho`
                    n_pairs: int = 64,      # pairs per cell
@@ -100,6 +98,7 @@ def positive_pairs(rho: Tensor,            # mean norms, any shape broadcastable
     p = phi.expand(cells)[..., None, None]
     return ni * a, nj * (torch.cos(p) * a + torch.sin(p) * b)
 
+# %% ../nbs/02_toy_simulations.ipynb #294accb9
 def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cells of n pairs
                    lr: float = 0.25,           # γ > 0
                    threshold: float = 0.999,   # stop when the cell's mean cosine exceeds this (paper: 0.999)
@@ -144,7 +143,6 @@ def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cel
     bar.close()
     return {'steps': steps.reshape(cells), 'min_norm_ratio': min_ratio.reshape(cells),
             'final_norm': final_norm.reshape(cells)}
-
 def predicted_steps(rho, phi, lr: float = 0.25, threshold: float = 0.999):
     "Our continuous-time estimate `ρ²/(2γ)·ln(tan(φ/2)/tan(φ_end/2))` for equal norms (ignores the norm growth)."
     end = math.acos(threshold)
@@ -161,7 +159,6 @@ def _sweep_inputs(rhos, phis, n_seeds, n_pairs, dim, norm_spread, seed):
     phi = torch.tensor(phis, dtype=torch.float64)[None, :, None]                     # (1, P, 1)
     zi, zj = positive_pairs(rho.expand(-1, -1, n_seeds), phi, n_pairs, dim, norm_spread, g)  # (R, P, S, n, d)
     return rhos, phis, zi, zj
-
 def _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_pairs):
     coords = dict(rho=rhos, phi=phis, seed=list(range(n_seeds)))
     dims = ('rho', 'phi', 'seed')
@@ -178,7 +175,6 @@ def _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_
         long_name='our estimate ρ²/(2γ) ln(tan(φ/2)/tan(φ_end/2)), equal norms')
     ds.attrs.update(lr=lr, threshold=threshold, norm_spread=norm_spread, dim=dim, n_pairs=n_pairs)
     return ds
-
 def alignment_sweep(rhos: Sequence[float],     # mean norms ρ
                     phis: Sequence[float],     # angles φ in (0, π)
                     n_seeds: int = 1,          # independent draws per cell
@@ -199,6 +195,7 @@ def alignment_sweep(rhos: Sequence[float],     # mean norms ρ
     out = steps_to_align(zi.to(dev), zj.to(dev), lr, threshold, max_steps, progress)
     return _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_pairs)
 
+# %% ../nbs/02_toy_simulations.ipynb #26e2e306
 def alignment_sweep_loop(rhos: Sequence[float], phis: Sequence[float], n_seeds: int = 1, n_pairs: int = 64,
                          dim: int = 20, lr: float = 0.25, threshold: float = 0.999, norm_spread: float = 0.25,
                          max_steps: int = 100_000, seed: int = 0, device: str | torch.device = 'cpu',
@@ -270,14 +267,12 @@ def theorem1_bound(k):  # number of class embeddings, k > 2 (int, or array of in
         raise ValueError(f"k must be > 2 (clop Theorem 1 assumes m >= k > 2); got {k.tolist()}")
     out = (2 * k**3 - 5 * k**2 + 5 * k - 2) / (k**3 - 3 * k**2 + 4 * k - 2)
     return float(out) if out.ndim == 0 else out
-
 def collapse_lr(k):  # number of class embeddings, k > 2
     "Our threshold η*(k) = 2(k−1)/(k−2): above it the mean outgrows the spread and the embeddings collapse onto a line."
     k = np.asarray(k, dtype=float)
     if not bool(np.all(k > 2)): raise ValueError(f"k must be > 2; got {k.tolist()}")
     out = 2 * (k - 1) / (k - 2)
     return float(out) if out.ndim == 0 else out
-
 def _check_ks(ks, dim: int) -> list[int]:
     ks = [int(k) for k in ks]
     if not ks: raise ValueError("ks must hold at least one k")
@@ -288,7 +283,6 @@ def _check_ks(ks, dim: int) -> list[int]:
         raise ValueError(
             f"every k must be <= dim = {dim} (k class embeddings of full rank in R^m need m >= k); got {big}")
     return ks
-
 def sphere_points(shape: tuple,      # leading shape (*b, k): how many points
                   dim: int,          # m, the ambient dimension
                   generator: torch.Generator | None = None,
@@ -296,13 +290,11 @@ def sphere_points(shape: tuple,      # leading shape (*b, k): how many points
                  ) -> Tensor:        # (*b, k, dim) uniform on the unit sphere
     "Points uniform on the unit sphere of `R^dim` (normalized Gaussians)."
     return F.normalize(torch.randn(*shape, dim, generator=generator, dtype=dtype), dim=-1)
-
 def class_loss(x: Tensor,  # unit class embeddings as rows, (*b, k, m)
               ) -> Tensor: # (*b,) Σ_{i≠j} x_iᵀx_j (clop eq. 3, minimized; its minimum is −k)
     "Pairwise cosine sum of clop eq. (3), with the sign that is minimized."
     s = x.sum(-2)                                                             # (*b, m)
     return (s * s).sum(-1) - (x * x).sum((-2, -1))
-
 def cosine_sum_step(x: Tensor,          # unit rows, (*b, k, m)
                     lr: float | Tensor, # η (a float, or a tensor broadcastable to (*b, 1, 1))
                    ) -> Tensor:         # (*b, k, m)
@@ -311,6 +303,7 @@ def cosine_sum_step(x: Tensor,          # unit rows, (*b, k, m)
     others = (x.sum(-2, keepdim=True) - x) / (k - 1)  # (*b, k, m) mean of the other points
     return F.normalize(x - lr * others, dim=-1)
 
+# %% ../nbs/02_toy_simulations.ipynb #3a0813f6
 def cosine_sum_descent(x0: Tensor,             # initial unit rows, (*b, k, m)
                        lr: float | Tensor,     # η > 0, float or tensor broadcastable to (*b,)
                        steps: int = 1000,      # number of steps
@@ -506,7 +499,6 @@ def rank_k_minus_one(ks: Sequence[int],   # numbers of class embeddings, each 2 
 # %% ../nbs/02_toy_simulations.ipynb #c7b68502
 LEE_FAMILIES = ('info-sym', 'ind-add')
 PARTITIONS = ('fixed', 'reshuffled')
-
 def random_groups(shape: tuple,           # leading shape (*b,)
                   n: int,                 # samples
                   m: Tensor,              # batch sizes, broadcastable to (*b,); each divides n
@@ -516,9 +508,9 @@ def random_groups(shape: tuple,           # leading shape (*b,)
     perm = torch.argsort(torch.rand(*shape, n, generator=generator), -1)     # random order of the samples
     pos = torch.argsort(perm, -1)  # position of each sample in that order
     return pos // torch.as_tensor(m).expand(shape)[..., None]
-
 def _variant_name(family: str, c1: int, c2: int) -> str: return f'{family} ({c1},{c2})'
 
+# %% ../nbs/02_toy_simulations.ipynb #90132cd1
 def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c1, c2), family in LEE_FAMILIES
                          n: int = 16,              # samples (positive pairs); n <= dim + 1
                          dim: int = 16,            # embedding dimension d
@@ -615,7 +607,6 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
 # %% ../nbs/02_toy_simulations.ipynb #7a0c9047
 DCLR_LOSSES = ('eq2', 'dot')
 DCLR_INITS = ('uniform', 'distinct')
-
 def dclr_info_nce(z1: Tensor,              # embeddings of the first view, (*b, n, d) (not normalized)
                   z2: Tensor,              # embeddings of the second view, (*b, n, d)
                   kind: str = 'eq2',       # 'eq2' (directclr eq. 2) or 'dot' (the official toy code)
@@ -635,7 +626,6 @@ def dclr_info_nce(z1: Tensor,              # embeddings of the first view, (*b, 
     eye = torch.eye(n, dtype=torch.bool, device=z1.device)
     logits = torch.where(eye, pos[..., :, None].expand_as(logits), logits)  # the positive takes the diagonal
     return (torch.logsumexp(logits, -1) - pos).mean(-1)
-
 def init_linear_weights(kinds: Sequence[str],  # one of DCLR_INITS per configuration
                         depth: int,            # layers per configuration (L_max)
                         dim: int = 16,
@@ -653,6 +643,7 @@ def init_linear_weights(kinds: Sequence[str],  # one of DCLR_INITS per configura
             out.append(u @ torch.diag(torch.exp(-0.35 * torch.arange(dim, dtype=torch.float32))) @ vh)
     return torch.stack(out)
 
+# %% ../nbs/02_toy_simulations.ipynb #81304747
 def linear_net(x: Tensor,       # inputs, (C, n, d)
                W: Tensor,       # weights, (C, L, d, d); layer 0 acts first
                depth: Tensor,   # (C,) layers used by each configuration (1..L)
@@ -672,6 +663,7 @@ def linear_net(x: Tensor,       # inputs, (C, n, d)
         if any_relu: x = x + rmask[:, l] * (torch.relu(x) - x)
     return x
 
+# %% ../nbs/02_toy_simulations.ipynb #6bc484cd
 def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d)
                              depth: Sequence[int], # layers of each configuration, 1..L
                              relu: Sequence[bool], # ReLU between layers
