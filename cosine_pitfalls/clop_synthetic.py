@@ -36,7 +36,6 @@ PROFILES = {'smoke': {}, 'cpu': dict(_FULL), 'gpu': dict(_FULL), 'paper': dict(_
 
 # %% ../nbs/03_clop_synthetic.ipynb #c6cf34f4
 STREAMS = ('data', 'init', 'prototypes', 'train')
-
 def stream(seed: int,  # the run's seed
            name: str,  # 'data', 'init', 'prototypes' or 'train'
           ) -> torch.Generator:
@@ -46,7 +45,6 @@ def stream(seed: int,  # the run's seed
         raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
     state = np.random.SeedSequence([int(seed), STREAMS.index(name)]).generate_state(1, dtype=np.uint64)[0]
     return torch.Generator().manual_seed(int(state) & (2**63 - 1))
-
 def make_lines(seeds: list[int],         # one dataset per seed
                n_points: int = 500,      # points per dataset
                num_classes: int = 3,     # classes, one line each
@@ -77,6 +75,7 @@ def make_lines(seeds: list[int],         # one dataset per seed
         for k, v in zip(out, (x, y, labelled, t, directions)): out[k].append(v)
     return {k: torch.stack(v) for k, v in out.items()}
 
+# %% ../nbs/03_clop_synthetic.ipynb #7dce2da2
 def augment(x: Tensor,                   # points, (S, m, dim): one row of points per seed
             generators: list[torch.Generator],  # one training stream per seed
             noise_var: float = 0.05,     # variance of the added Gaussian noise
@@ -91,7 +90,6 @@ def augment(x: Tensor,                   # points, (S, m, dim): one row of point
         sign = torch.where(torch.rand(xs.shape[0], 1, generator=g) < flip_p, -1.0, 1.0)      # (m, 1)
         views.append(sign * noisy)
     return torch.stack(views)
-
 def nearest_line_accuracy(data: dict[str, Tensor],  # from `make_lines`
                          ) -> Tensor:               # (S,) accuracy on the unlabelled points
     "Oracle reference: classify each unlabelled point by its nearest true line (perpendicular distance)."
@@ -137,10 +135,10 @@ class BatchedMLP(nn.Module):
             x = torch.baddbmm(b, x, w)
             if i < len(self.weights) - 1: x = F.relu(x)
         return x
-
 BASES = ('infonce', 'dcl', 'barlow_twins', 'vicreg')
 BASE_NAMES = {'infonce': 'InfoNCE', 'dcl': 'DCL', 'barlow_twins': 'Barlow Twins', 'vicreg': 'VICReg'}
 
+# %% ../nbs/03_clop_synthetic.ipynb #301c701a
 @dataclass(frozen=True)
 class Variant:
     "What is added to the base loss: nothing (`prototypes='none'`), or the CLOP term."
@@ -163,9 +161,7 @@ class Variant:
         if self.prototypes == 'none': return 'SSL'
         return (f'CLOP {self.prototypes} λ={self.weight:g} {self.similarity}'
                 + (' literal' if self.weighting == 'literal' else ''))
-
 SSL = Variant('none')
-
 def bt_lambda_for(text: str | float,  # '1/d', or a non-negative number
                   dim: int,           # embedding dimension d
                  ) -> float:          # Barlow Twins' off-diagonal weight λ_off
@@ -175,7 +171,6 @@ def bt_lambda_for(text: str | float,  # '1/d', or a non-negative number
     except (TypeError, ValueError):
         raise ValueError(f"bt_lambda must be '1/d' or a non-negative number; got {text!r}") from None
     return check_positive('bt_lambda', v, strict=False)
-
 def base_loss(base: str,            # 'infonce', 'dcl', 'barlow_twins' or 'vicreg'
               z1: Tensor, z2: Tensor,  # the two views' embeddings, (B, m, d)
               temperature: float = 0.5,  # τ of InfoNCE / DCL
@@ -201,6 +196,7 @@ def torch_threads(n: int,  # CPU threads for torch inside the block; 0 leaves th
     try: yield
     finally: torch.set_num_threads(old)
 
+# %% ../nbs/03_clop_synthetic.ipynb #5133f33e
 def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins' or 'vicreg'
                    variants: list[Variant],    # what to add to the base loss, one model per variant and seed
                    data: dict[str, Tensor],    # from `make_lines`, S seeds
@@ -332,6 +328,7 @@ def parse_list(name: str,          # parameter name, for the error message
     for v in vals: check_positive(name, v, strict=False)
     return vals
 
+# %% ../nbs/03_clop_synthetic.ipynb #98d15a99
 def sweep(variants: list[Variant],   # variants to train for every base
           bases: list[str],          # base losses
           seeds: list[int],          # seeds
