@@ -216,7 +216,6 @@ def prototype_similarity(z: Tensor,           # embeddings, (*b, n, d)
     diff = z - c
     if similarity == 'euclidean': return 1 - torch.sqrt((diff ** 2).sum(-1) + 1e-12)   # smooth at z == c
     return 1 - diff.abs().sum(-1)
-
 def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               labels: Tensor,       # (*b, n) or (n,): class index, -1 where unlabelled
               prototypes: Tensor,   # (k, d) shared, or (*b, k, d) one set per problem
@@ -256,6 +255,7 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
         return d.sum(-1) / z.shape[-2]                # eq. (4) beside a base loss averaged over the n anchors
     return d.sum(-1) / known.sum(-1).clamp_min(1)
 
+# %% ../nbs/10_losses.ipynb #00be5307
 class CLOP(nn.Module):
     """CLOP prototype term (clop eq. 4): `λ · mean_{i∈S}(1 − s(z_i, c_{y_i}))` over labelled embeddings
     `(*b, n, d)` -> `(*b,)`."""
@@ -292,6 +292,7 @@ class CLOP(nn.Module):
         return (f'num_classes={k}, dim={d}, prototypes={self.kind!r}, similarity={self.similarity!r}, '
                 f'weight={self.weight}')
 
+# %% ../nbs/10_losses.ipynb #5f280562
 class WithCLOP(nn.Module):
     "Any two-view base loss plus the CLOP term on both views' labelled embeddings: `(z1, z2, labels)` -> `(*b,)`."
     def __init__(self, base: nn.Module,  # a two-view loss, e.g. InfoNCE(); called as base(z1, z2)
