@@ -18,7 +18,6 @@ __all__ = ['METRICS', 'WEIGHTINGS', 'knn_scores', 'knn_predict', 'knn_majority',
 # %% ../nbs/12_evaluation.ipynb #072e68b2
 METRICS = ('euclidean', 'cosine')
 WEIGHTINGS = ('majority', 'similarity')
-
 def _check_knn(train_x: Tensor, train_y: Tensor, test_x: Tensor, k: int, chunk_size: int) -> None:
     for name, x in (('train_x', train_x), ('test_x', test_x)):
         if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() < 2:
@@ -40,6 +39,7 @@ def _check_knn(train_x: Tensor, train_y: Tensor, test_x: Tensor, k: int, chunk_s
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
 
+# %% ../nbs/12_evaluation.ipynb #8410cac7
 def knn_scores(train_x: Tensor,            # training features, (*b, n, d)
                train_y: Tensor,            # training labels, (*b, n) or (n,), integers >= 0
                test_x: Tensor,             # test features, (*b, m, d)
@@ -77,7 +77,6 @@ def knn_scores(train_x: Tensor,            # training features, (*b, n, d)
         preds.append(torch.zeros(*idx.shape[:-1], c, dtype=w.dtype,
                                  device=w.device).scatter_add_(-1, votes, w))  # (*b, q, c)
     return torch.cat(preds, dim=-2)
-
 def knn_predict(train_x: Tensor, train_y: Tensor, test_x: Tensor,  # as in `knn_scores`
                 k: int = 5, metric: str = 'euclidean', weighting: str = 'majority', temperature: float = 0.1,
                 num_classes: int | None = None, chunk_size: int = 1024,
@@ -86,6 +85,7 @@ def knn_predict(train_x: Tensor, train_y: Tensor, test_x: Tensor,  # as in `knn_
     return knn_scores(train_x, train_y, test_x, k, metric, weighting, temperature, num_classes,
                       chunk_size).argmax(-1)
 
+# %% ../nbs/12_evaluation.ipynb #56481300
 def knn_majority(train_x: Tensor, train_y: Tensor, test_x: Tensor,
                  k: int = 5,                 # the CLOP paper's k
                  metric: str = 'euclidean',  # 'euclidean' or 'cosine'
@@ -94,7 +94,6 @@ def knn_majority(train_x: Tensor, train_y: Tensor, test_x: Tensor,
     "Plain majority-vote kNN (k = 5, Euclidean): the classifier of the CLOP synthetic demo."
     return knn_predict(train_x, train_y, test_x, k=k, metric=metric, weighting='majority',
                        chunk_size=chunk_size)
-
 def knn_weighted(train_x: Tensor, train_y: Tensor, test_x: Tensor,
                  k: int = 200,               # neighbours (the usual SSL monitor)
                  temperature: float = 0.1,   # weight exp(cos/T)
@@ -103,7 +102,6 @@ def knn_weighted(train_x: Tensor, train_y: Tensor, test_x: Tensor,
     "Similarity-weighted kNN (Wu et al. 2018): cosine, k = 200, votes weighted by exp(cos/0.1)."
     return knn_predict(train_x, train_y, test_x, k=k, metric='cosine', weighting='similarity',
                        temperature=temperature, chunk_size=chunk_size)
-
 def knn_accuracy(train_x: Tensor,  # (*b, n, d)
                  train_y: Tensor,  # (*b, n) or (n,)
                  test_x: Tensor,   # (*b, m, d)
