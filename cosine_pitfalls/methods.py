@@ -51,11 +51,11 @@ def _check_int_field(name: str, v, lo: int = 1, allow_none: bool = False) -> Non
     if v is None and allow_none: return
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
         raise ValueError(f"{name} must be an integer >= {lo}{' or None' if allow_none else ''}; got {v!r}")
-
 def _check_float_field(name: str, v, strict: bool = False, allow_none: bool = False) -> None:
     if v is None and allow_none: return
     check_positive(name, v, strict=strict)
 
+# %% ../nbs/16_methods.ipynb #111ca1d6
 @dataclass
 class MethodConfig:
     "A method, its heads and the papers' mechanisms (validated on creation)."
