@@ -40,7 +40,7 @@ nbtest-gpu: setup
 	$(BIN)/nbdev_test --n_workers 1 --timing --flags "gpu slow"
 
 pytest:
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -rs tests
 
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks

@@ -16,11 +16,11 @@ import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import (SectionRun, check_choice, check_positive, combine_verdicts, effect_text, judge_effect,
-                                  paired_diff, set_seed)
+from .core import (SectionRun, check_choice, check_positive, combine_verdicts, effect_text,
+                                  judge_effect, paired_diff, set_seed)
 from .evaluation import effective_rank, knn_accuracy, singular_values
-from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term, info_nce,
-                                    make_prototypes, vicreg)
+from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
+                                    info_nce, make_prototypes, vicreg)
 from .paper import PAPER
 
 # %% auto #0
@@ -30,60 +30,66 @@ __all__ = ['PROFILES', 'STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'stream', 'make_
            'plot_embeddings', 'plot_spectra', 'judge_bases', 'table5_summary', 'parts_verdict', 'lambda_parts']
 
 # %% ../nbs/03_clop_synthetic.ipynb #45292c90
-_FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5', 'similarities': 'cosine,euclidean,manhattan'}
+_FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5',
+         'similarities': 'cosine,euclidean,manhattan'}
 PROFILES = {'smoke': {}, 'cpu': dict(_FULL), 'gpu': dict(_FULL), 'paper': dict(_FULL)}
 
 # %% ../nbs/03_clop_synthetic.ipynb #c6cf34f4
 STREAMS = ('data', 'init', 'prototypes', 'train')
-
 def stream(seed: int,  # the run's seed
            name: str,  # 'data', 'init', 'prototypes' or 'train'
           ) -> torch.Generator:
     "An independent CPU generator for one purpose of one seed (NumPy `SeedSequence` spawning)."
     check_choice('stream', name, STREAMS)
-    if not isinstance(seed, (int, np.integer)) or seed < 0: raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
     state = np.random.SeedSequence([int(seed), STREAMS.index(name)]).generate_state(1, dtype=np.uint64)[0]
     return torch.Generator().manual_seed(int(state) & (2**63 - 1))
-
 def make_lines(seeds: list[int],         # one dataset per seed
                n_points: int = 500,      # points per dataset
                num_classes: int = 3,     # classes, one line each
                dim: int = 3,             # ambient dimension
                noise_var: float = 0.05,  # variance of the isotropic Gaussian noise
                label_frac: float = 0.1,  # share of points in the labelled subset
-              ) -> dict[str, Tensor]:    # x (S, n, dim), y (S, n), labelled (S, n) bool, t (S, n), directions (S, k, dim)
+              # x (S, n, dim), y (S, n), labelled (S, n) bool, t (S, n), directions (S, k, dim)
+              ) -> dict[str, Tensor]:
     "Points on `num_classes` random lines through the origin plus Gaussian noise; a random labelled subset."
     for name, v in (('n_points', n_points), ('num_classes', num_classes), ('dim', dim)):
         if not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive integer; got {v!r}")
     check_positive('noise_var', noise_var, strict=False)
     n_lab = round(label_frac * n_points)
-    if not 0 < label_frac <= 1 or n_lab < 1: raise ValueError(f"label_frac must be in (0, 1] and leave at least one labelled point; got {label_frac!r}")
+    if not 0 < label_frac <= 1 or n_lab < 1:
+        raise ValueError(
+            f"label_frac must be in (0, 1] and leave at least one labelled point; got {label_frac!r}")
     out = {k: [] for k in ('x', 'y', 'labelled', 't', 'directions')}
     for s in seeds:
         g = stream(s, 'data')
         directions = F.normalize(torch.randn(num_classes, dim, generator=g), dim=-1)          # (k, dim)
-        y = (torch.arange(n_points) % num_classes)[torch.randperm(n_points, generator=g)]     # (n,) balanced classes
-        t = torch.randn(n_points, generator=g)                                                # (n,) position on the line
-        x = t[:, None] * directions[y] + math.sqrt(noise_var) * torch.randn(n_points, dim, generator=g)  # (n, dim)
+        # (n,) balanced classes
+        y = (torch.arange(n_points) % num_classes)[torch.randperm(n_points, generator=g)]
+        t = torch.randn(n_points, generator=g)  # (n,) position on the line
+        # (n, dim)
+        x = t[:, None] * directions[y] + math.sqrt(noise_var) * torch.randn(n_points, dim, generator=g)
         labelled = torch.zeros(n_points, dtype=torch.bool)
         labelled[torch.randperm(n_points, generator=g)[:n_lab]] = True
         for k, v in zip(out, (x, y, labelled, t, directions)): out[k].append(v)
     return {k: torch.stack(v) for k, v in out.items()}
 
+# %% ../nbs/03_clop_synthetic.ipynb #7dce2da2
 def augment(x: Tensor,                   # points, (S, m, dim): one row of points per seed
             generators: list[torch.Generator],  # one training stream per seed
             noise_var: float = 0.05,     # variance of the added Gaussian noise
             flip_p: float = 0.5,         # probability of multiplying a point by -1
            ) -> Tensor:                  # (S, m, dim) one augmented view
     "The paper's augmentation: add `N(0, noise_var I)`, then flip the sign with probability `flip_p`."
-    if len(generators) != x.shape[0]: raise ValueError(f"need one generator per seed: {x.shape[0]}; got {len(generators)}")
+    if len(generators) != x.shape[0]:
+        raise ValueError(f"need one generator per seed: {x.shape[0]}; got {len(generators)}")
     views = []
     for xs, g in zip(x, generators):
         noisy = xs + math.sqrt(noise_var) * torch.randn(xs.shape, generator=g)              # (m, dim)
         sign = torch.where(torch.rand(xs.shape[0], 1, generator=g) < flip_p, -1.0, 1.0)      # (m, 1)
         views.append(sign * noisy)
     return torch.stack(views)
-
 def nearest_line_accuracy(data: dict[str, Tensor],  # from `make_lines`
                          ) -> Tensor:               # (S,) accuracy on the unlabelled points
     "Oracle reference: classify each unlabelled point by its nearest true line (perpendicular distance)."
@@ -96,24 +102,31 @@ def nearest_line_accuracy(data: dict[str, Tensor],  # from `make_lines`
 
 # %% ../nbs/03_clop_synthetic.ipynb #d58212b2
 class BatchedMLP(nn.Module):
-    "`copies x len(seeds)` independent MLPs `(B, m, d_in) -> (B, m, d_out)`, ReLU between layers, PyTorch's Linear initialization."
+    """`copies x len(seeds)` independent MLPs `(B, m, d_in) -> (B, m, d_out)`, ReLU between layers,
+    PyTorch's Linear initialization."""
     def __init__(self, seeds: list[int],           # one initialization per seed
                  sizes: tuple = (3, 64, 64, 3),    # layer widths: input, hidden..., output
-                 copies: int = 1,                  # copies of each seed's network (one per method), model index = copy * S + seed
+                 # copies of each seed's network (one per method), model index = copy * S + seed
+                 copies: int = 1,
                 ):
         super().__init__()
-        if len(sizes) < 2 or any(not isinstance(s, int) or s < 1 for s in sizes): raise ValueError(f"sizes must be >= 2 positive integers; got {sizes!r}")
-        if not isinstance(copies, int) or copies < 1: raise ValueError(f"copies must be a positive integer; got {copies!r}")
+        if len(sizes) < 2 or any(not isinstance(s, int) or s < 1 for s in sizes):
+            raise ValueError(f"sizes must be >= 2 positive integers; got {sizes!r}")
+        if not isinstance(copies, int) or copies < 1:
+            raise ValueError(f"copies must be a positive integer; got {copies!r}")
         per_seed = []
         for s in seeds:
             g = stream(s, 'init'); layers = []
-            for a, b in zip(sizes[:-1], sizes[1:]):          # nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            for a, b in zip(sizes[:-1], sizes[1:]):  # nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
                 bound = 1 / math.sqrt(a)
-                layers.append(((torch.rand(a, b, generator=g) * 2 - 1) * bound, (torch.rand(1, b, generator=g) * 2 - 1) * bound))
+                layers.append(((torch.rand(a, b, generator=g) * 2 - 1) * bound,
+                               (torch.rand(1, b, generator=g) * 2 - 1) * bound))
             per_seed.append(layers)
-        self.weights = nn.ParameterList([nn.Parameter(torch.stack([p[l][0] for p in per_seed]).repeat(copies, 1, 1))
+        self.weights = nn.ParameterList(
+            [nn.Parameter(torch.stack([p[l][0] for p in per_seed]).repeat(copies, 1, 1))
                                          for l in range(len(sizes) - 1)])   # each (B, d_in, d_out)
-        self.biases = nn.ParameterList([nn.Parameter(torch.stack([p[l][1] for p in per_seed]).repeat(copies, 1, 1))
+        self.biases = nn.ParameterList(
+            [nn.Parameter(torch.stack([p[l][1] for p in per_seed]).repeat(copies, 1, 1))
                                         for l in range(len(sizes) - 1)])    # each (B, 1, d_out)
 
     def forward(self, x: Tensor,  # (B, m, d_in)
@@ -122,44 +135,47 @@ class BatchedMLP(nn.Module):
             x = torch.baddbmm(b, x, w)
             if i < len(self.weights) - 1: x = F.relu(x)
         return x
-
 BASES = ('infonce', 'dcl', 'barlow_twins', 'vicreg')
 BASE_NAMES = {'infonce': 'InfoNCE', 'dcl': 'DCL', 'barlow_twins': 'Barlow Twins', 'vicreg': 'VICReg'}
 
+# %% ../nbs/03_clop_synthetic.ipynb #301c701a
 @dataclass(frozen=True)
 class Variant:
     "What is added to the base loss: nothing (`prototypes='none'`), or the CLOP term."
     prototypes: str = 'none'     # 'none', 'orthonormal' or 'etf'
     weight: float = 1.0          # λ
     similarity: str = 'cosine'   # 'cosine', 'euclidean' or 'manhattan'
-    weighting: str = 'mean'      # 'mean': λ × mean over labelled embeddings; 'literal': eq. (4)'s λ × sum, per anchor
+    # 'mean': λ × mean over labelled embeddings; 'literal': eq. (4)'s λ × sum, per anchor
+    weighting: str = 'mean'
 
     def __post_init__(self):
         check_choice('prototypes', self.prototypes, ('none',) + PROTOTYPES)
-        check_choice('similarity', self.similarity, SIMILARITIES); check_positive('weight', self.weight, strict=False)
+        check_choice('similarity', self.similarity, SIMILARITIES)
+        check_positive('weight', self.weight, strict=False)
         check_choice('weighting', self.weighting, CLOP_WEIGHTINGS)
 
     @property
     def label(self) -> str:
-        "Short name, unique per variant: `SSL`, `CLOP orthonormal λ=1 cosine`, or `... literal` for eq. (4) read literally."
+        """Short name, unique per variant: `SSL`, `CLOP orthonormal λ=1 cosine`, or `... literal` for eq.
+        (4) read literally."""
         if self.prototypes == 'none': return 'SSL'
-        return f'CLOP {self.prototypes} λ={self.weight:g} {self.similarity}' + (' literal' if self.weighting == 'literal' else '')
-
+        return (f'CLOP {self.prototypes} λ={self.weight:g} {self.similarity}'
+                + (' literal' if self.weighting == 'literal' else ''))
 SSL = Variant('none')
-
 def bt_lambda_for(text: str | float,  # '1/d', or a non-negative number
                   dim: int,           # embedding dimension d
                  ) -> float:          # Barlow Twins' off-diagonal weight λ_off
     "The Barlow Twins off-diagonal weight: `'1/d'` scales it with the embedding dimension, a number is used as given."
     if isinstance(text, str) and text.strip() == '1/d': return 1.0 / dim
     try: v = float(text)
-    except (TypeError, ValueError): raise ValueError(f"bt_lambda must be '1/d' or a non-negative number; got {text!r}") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"bt_lambda must be '1/d' or a non-negative number; got {text!r}") from None
     return check_positive('bt_lambda', v, strict=False)
-
 def base_loss(base: str,            # 'infonce', 'dcl', 'barlow_twins' or 'vicreg'
               z1: Tensor, z2: Tensor,  # the two views' embeddings, (B, m, d)
               temperature: float = 0.5,  # τ of InfoNCE / DCL
-              bt_lambda: float | str = '1/d',  # Barlow Twins λ_off ('1/d' or a number; authors: 0.005 at d = 8192)
+              # Barlow Twins λ_off ('1/d' or a number; authors: 0.005 at d = 8192)
+              bt_lambda: float | str = '1/d',
               vicreg_cov: float = 1.0,   # VICReg covariance weight (authors: 1)
              ) -> Tensor:           # (B,)
     "The self-supervised loss of one base method, batched over models."
@@ -173,16 +189,18 @@ def base_loss(base: str,            # 'infonce', 'dcl', 'barlow_twins' or 'vicre
 def torch_threads(n: int,  # CPU threads for torch inside the block; 0 leaves the current setting
                  ):
     "Run a block with `torch.set_num_threads(n)`, restoring the previous setting afterwards."
-    if not isinstance(n, int) or n < 0: raise ValueError(f"threads must be a non-negative integer (0: leave as is); got {n!r}")
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"threads must be a non-negative integer (0: leave as is); got {n!r}")
     old = torch.get_num_threads()
     if n: torch.set_num_threads(n)
     try: yield
     finally: torch.set_num_threads(old)
 
+# %% ../nbs/03_clop_synthetic.ipynb #5133f33e
 def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins' or 'vicreg'
                    variants: list[Variant],    # what to add to the base loss, one model per variant and seed
                    data: dict[str, Tensor],    # from `make_lines`, S seeds
-                   seeds: list[int],           # the seeds of `data` (initialization, prototypes, training streams)
+                   seeds: list[int],  # the seeds of `data` (initialization, prototypes, training streams)
                    steps: int = 600,           # Adam steps
                    batch_size: int = 128,      # points per step and seed (two views each)
                    lr: float = 1e-3,           # Adam learning rate
@@ -193,8 +211,10 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
                    bt_lambda: float | str = '1/d',  # Barlow Twins λ_off
                    vicreg_cov: float = 1.0,    # VICReg covariance weight
                    progress: bool = False,     # show a (throttled) progress bar
-                  ) -> tuple[Tensor, Tensor]:  # embeddings (V, S, n, d) of all points after training; loss (steps, V, S)
-    "Train `len(variants) x len(seeds)` MLPs on one base loss (plus CLOP where a variant asks for it) as one batched program."
+                  # embeddings (V, S, n, d) of all points after training; loss (steps, V, S)
+                  ) -> tuple[Tensor, Tensor]:
+    """Train `len(variants) x len(seeds)` MLPs on one base loss (plus CLOP where a variant asks for it) as
+    one batched program."""
     check_choice('base', base, BASES)
     x, y, labelled = data['x'], data['y'], data['labelled']
     S, n, d = x.shape
@@ -210,13 +230,14 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
     protos = torch.zeros(V, S, k, d)                                        # (V, S, k, d), zeros where unused
     for v, var in enumerate(variants):
         if var.prototypes != 'none':
-            protos[v] = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes')) for s in seeds])
-    groups = {}                                                             # (similarity, weighting) -> variants
+            protos[v] = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes'))
+                                     for s in seeds])
+    groups = {}  # (similarity, weighting) -> variants
     for v, var in enumerate(variants):
         if var.prototypes != 'none': groups.setdefault((var.similarity, var.weighting), []).append(v)
     groups = {key: torch.tensor(vs) for key, vs in groups.items()}
     weights = torch.tensor([var.weight for var in variants])                # (V,)
-    y_known = torch.where(labelled, y, -1)                                  # (S, n) labels of the labelled subset only
+    y_known = torch.where(labelled, y, -1)  # (S, n) labels of the labelled subset only
     gens = [stream(s, 'train') for s in seeds]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = torch.zeros(steps, V, S)
@@ -224,12 +245,14 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
         idx = torch.stack([torch.randperm(n, generator=g)[:batch_size] for g in gens])     # (S, m)
         xb = torch.gather(x, 1, idx[..., None].expand(-1, -1, d))                          # (S, m, d)
         yb = torch.gather(y_known, 1, idx)                                                  # (S, m)
-        views = torch.cat([augment(xb, gens, noise_var, flip_p), augment(xb, gens, noise_var, flip_p)], dim=1)  # (S, 2m, d)
+        # (S, 2m, d)
+        views = torch.cat([augment(xb, gens, noise_var, flip_p), augment(xb, gens, noise_var, flip_p)], dim=1)
         z = model(views.repeat(V, 1, 1))                                                    # (V*S, 2m, d)
-        loss = base_loss(base, z[:, :batch_size], z[:, batch_size:], temperature, bt_lambda, vicreg_cov).view(V, S)
-        zv, yv = z.view(V, S, 2 * batch_size, d), torch.cat([yb, yb], dim=1)                # both views carry the label
+        loss = base_loss(base, z[:, :batch_size], z[:, batch_size:], temperature, bt_lambda,
+                         vicreg_cov).view(V, S)
+        zv, yv = z.view(V, S, 2 * batch_size, d), torch.cat([yb, yb], dim=1)  # both views carry the label
         extra = torch.zeros(V, S)
-        for (sim, how), vs in groups.items():                               # 'literal': eq. (4)'s sum, per anchor of the batch
+        for (sim, how), vs in groups.items():  # 'literal': eq. (4)'s sum, per anchor of the batch
             term = clop_term(zv[vs], yv, protos[vs], sim, reduction=CLOP_WEIGHTINGS[how])
             extra = extra.index_put((vs,), weights[vs, None] * term)
         total = loss + extra                                                                # (V, S)
@@ -263,7 +286,8 @@ def measure(emb: Tensor,               # embeddings, (..., S, n, d)
     c = means.shape[-2]; iu = torch.triu_indices(c, c, 1)
     class_cos = (means @ means.transpose(-1, -2))[..., iu[0], iu[1]].abs().mean(-1)
     sv = singular_values(zn)
-    return dict(acc=acc, acc_normalized=acc_n, erank=effective_rank(zn), erank_centered=effective_rank(emb, center=True),
+    return dict(acc=acc, acc_normalized=acc_n, erank=effective_rank(zn),
+                erank_centered=effective_rank(emb, center=True),
                 class_cos=class_cos, spectrum=sv / sv.sum(-1, keepdim=True))
 
 def prototype_alignment(emb: Tensor,              # embeddings, (V, S, n, d)
@@ -276,8 +300,9 @@ def prototype_alignment(emb: Tensor,              # embeddings, (V, S, n, d)
     out = torch.full((V, S), float('nan'))
     for v, var in enumerate(variants):
         if var.prototypes == 'none': continue
-        P = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes')) for s in seeds])   # (S, k, d)
-        c = torch.gather(P, 1, data['y'][..., None].expand(-1, -1, d))                                  # (S, n, d)
+        # (S, k, d)
+        P = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes')) for s in seeds])
+        c = torch.gather(P, 1, data['y'][..., None].expand(-1, -1, d))  # (S, n, d)
         out[v] = F.cosine_similarity(emb[v], c, dim=-1).mean(-1)
     return out
 
@@ -303,50 +328,68 @@ def parse_list(name: str,          # parameter name, for the error message
     for v in vals: check_positive(name, v, strict=False)
     return vals
 
+# %% ../nbs/03_clop_synthetic.ipynb #98d15a99
 def sweep(variants: list[Variant],   # variants to train for every base
           bases: list[str],          # base losses
           seeds: list[int],          # seeds
-          n_points: int = 500, noise_var: float = 0.05, flip_p: float = 0.5, label_frac: float = 0.1, knn_k: int = 5,
-          progress: bool = False,    # progress bars
+          n_points: int = 500, noise_var: float = 0.05, flip_p: float = 0.5, label_frac: float = 0.1,
+          knn_k: int = 5, progress: bool = False,    # progress bars
           threads: int = 1,          # torch CPU threads while training (0: leave as is)
           **train_kw,                # steps, batch_size, lr, hidden, temperature, bt_lambda, vicreg_cov
          ) -> xr.Dataset:
     "Train and measure every (base, variant, seed); one dataset with dims base x variant x seed."
     for b in bases: check_choice('base', b, BASES)
-    if not seeds or len(set(seeds)) != len(seeds): raise ValueError(f"seeds must list at least one seed, without repeats; got {seeds!r}")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must list at least one seed, without repeats; got {seeds!r}")
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels): raise ValueError(f"variants must be distinct; got {labels}")
     data = make_lines(seeds, n_points, noise_var=noise_var, label_frac=label_frac)
     embs, losses = [], []
     with torch_threads(threads):
         for b in tqdm(bases, desc='base losses', disable=not progress, mininterval=1):
-            e, l = train_variants(b, variants, data, seeds, noise_var=noise_var, flip_p=flip_p, progress=progress, **train_kw)
+            e, l = train_variants(b, variants, data, seeds, noise_var=noise_var, flip_p=flip_p,
+                                  progress=progress, **train_kw)
             embs.append(e); losses.append(l)
         emb = torch.stack(embs)                                                 # (B, V, S, n, d)
         r = measure(emb, data, knn_k)
     align = torch.stack([prototype_alignment(e, data, variants, seeds) for e in embs])
     dims = ('base', 'variant', 'seed')
     ds = xr.Dataset(
-        {'acc': (dims, r['acc'].numpy(), {'long_name': f'kNN accuracy (k={knn_k}, Euclidean) on the unlabelled points'}),
-         'acc_normalized': (dims, r['acc_normalized'].numpy(), {'long_name': 'kNN accuracy on the l2-normalized embeddings'}),
-         'erank': (dims, r['erank'].numpy(), {'long_name': 'effective rank of the l2-normalized embeddings (uncentred), 1..3'}),
-         'erank_centered': (dims, r['erank_centered'].numpy(), {'long_name': 'effective rank of the centred raw embeddings (covariance), 1..3'}),
-         'class_cos': (dims, r['class_cos'].numpy(), {'long_name': 'mean |cos| between class-mean directions (0: orthogonal classes)'}),
-         'proto_cos': (dims, align.numpy(), {'long_name': 'mean cosine of an embedding to its class prototype (CLOP variants)'}),
-         'spectrum': (dims + ('component',), r['spectrum'].numpy(), {'long_name': 'singular values of the l2-normalized embeddings, divided by their sum'}),
-         'loss': (('base', 'step', 'variant', 'seed'), torch.stack(losses).numpy(), {'long_name': 'training loss (base + CLOP term)'}),
-         'z': (dims + ('point', 'dim'), emb.numpy(), {'long_name': 'output embeddings of all points after training'}),
+        {'acc': (dims, r['acc'].numpy(),
+                 {'long_name': f'kNN accuracy (k={knn_k}, Euclidean) on the unlabelled points'}),
+         'acc_normalized': (dims, r['acc_normalized'].numpy(),
+                            {'long_name': 'kNN accuracy on the l2-normalized embeddings'}),
+         'erank': (dims, r['erank'].numpy(),
+                   {'long_name': 'effective rank of the l2-normalized embeddings (uncentred), 1..3'}),
+         'erank_centered': (dims, r['erank_centered'].numpy(),
+                            {'long_name': 'effective rank of the centred raw embeddings (covariance), 1..3'}),
+         'class_cos': (dims, r['class_cos'].numpy(),
+                       {'long_name': 'mean |cos| between class-mean directions (0: orthogonal classes)'}),
+         'proto_cos': (dims, align.numpy(),
+                       {'long_name': 'mean cosine of an embedding to its class prototype (CLOP variants)'}),
+         'spectrum': (dims + ('component',), r['spectrum'].numpy(),
+                      {'long_name': 'singular values of the l2-normalized embeddings, divided by their sum'}),
+         'loss': (('base', 'step', 'variant', 'seed'), torch.stack(losses).numpy(),
+                  {'long_name': 'training loss (base + CLOP term)'}),
+         'z': (dims + ('point', 'dim'), emb.numpy(),
+               {'long_name': 'output embeddings of all points after training'}),
          'x': (('seed', 'point', 'dim'), data['x'].numpy(), {'long_name': 'input points'}),
          'y': (('seed', 'point'), data['y'].numpy(), {'long_name': 'true class'}),
-         'labelled': (('seed', 'point'), data['labelled'].numpy().astype('int8'), {'long_name': '1 for the labelled 10% (CLOP and kNN fit)'}),
-         'acc_inputs': (('seed',), input_knn_accuracy(data, knn_k).numpy(), {'long_name': 'reference: kNN on the raw inputs'}),
-         'acc_oracle': (('seed',), nearest_line_accuracy(data).numpy(), {'long_name': 'reference: nearest true line (oracle)'})},
+         'labelled': (('seed', 'point'), data['labelled'].numpy().astype('int8'),
+                      {'long_name': '1 for the labelled 10% (CLOP and kNN fit)'}),
+         'acc_inputs': (('seed',), input_knn_accuracy(data, knn_k).numpy(),
+                        {'long_name': 'reference: kNN on the raw inputs'}),
+         'acc_oracle': (('seed',), nearest_line_accuracy(data).numpy(),
+                        {'long_name': 'reference: nearest true line (oracle)'})},
         coords={'base': list(bases), 'variant': labels, 'seed': list(seeds),
-                'prototypes': ('variant', [v.prototypes for v in variants]), 'weight': ('variant', [float(v.weight) for v in variants]),
+                'prototypes': ('variant', [v.prototypes for v in variants]),
+                'weight': ('variant', [float(v.weight) for v in variants]),
                 'similarity': ('variant', [v.similarity for v in variants]),
-                'weighting': ('variant', [v.weighting for v in variants]), 'component': [1, 2, 3][:emb.shape[-1]]},
-        attrs={'units': 'accuracy: fraction of the 90% unlabelled points', **{k: v for k, v in train_kw.items()},
-               'n_points': n_points, 'noise_var': noise_var, 'flip_p': flip_p, 'label_frac': label_frac, 'knn_k': knn_k})
+                'weighting': ('variant', [v.weighting for v in variants]),
+                'component': [1, 2, 3][:emb.shape[-1]]},
+        attrs={'units': 'accuracy: fraction of the 90% unlabelled points',
+               **{k: v for k, v in train_kw.items()}, 'n_points': n_points, 'noise_var': noise_var,
+               'flip_p': flip_p, 'label_frac': label_frac, 'knn_k': knn_k})
     return ds
 
 # %% ../nbs/03_clop_synthetic.ipynb #ed245500
@@ -366,7 +409,8 @@ def plot_embeddings(ds: xr.Dataset, variants: list[str], seed_index: int = 0, ax
     bases = list(ds.base.values)
     if axes is None:
         fig = plt.figure(figsize=(3.2 * len(bases), 3.2 * len(variants)))
-        axes = [[fig.add_subplot(len(variants), len(bases), i * len(bases) + j + 1, projection='3d') for j in range(len(bases))]
+        axes = [[fig.add_subplot(len(variants), len(bases), i * len(bases) + j + 1, projection='3d')
+                 for j in range(len(bases))]
                 for i in range(len(variants))]
     y = ds.y.isel(seed=seed_index).values
     for i, v in enumerate(variants):
@@ -376,12 +420,15 @@ def plot_embeddings(ds: xr.Dataset, variants: list[str], seed_index: int = 0, ax
             a = float(ds.acc.sel(base=b, variant=v).isel(seed=seed_index))
             name = '' if v == 'SSL' else '+ CLOP(' + ', '.join(v.split()[1:]) + ')'
             ax.set_title(f"{BASE_NAMES[b]} {name}\nkNN {a:.2f}", fontsize=8)
-            ax.set_xticks([]); ax.set_yticks([]); ax.set_zticks([])   # coordinates are arbitrary; ticks cost half the drawing time
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_zticks([])   # coordinates are arbitrary; ticks cost half the drawing time
     if title: axes[0][0].figure.suptitle(title, fontsize=10)
     return axes[0][0].figure
 
 def plot_spectra(ds: xr.Dataset, variants: list[str], axes):
-    "Bars of the normalized singular values (mean ± std over seeds) per base, one bar group per variant, effective rank in the legend."
+    """Bars of the normalized singular values (mean ± std over seeds) per base, one bar group per variant,
+    effective rank in the legend."""
     width = 0.8 / len(variants)
     for ax, b in zip(axes, ds.base.values):
         for i, v in enumerate(variants):
@@ -409,7 +456,8 @@ def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and th
                   ) -> tuple[pd.DataFrame, dict]:  # the table; part -> weighting -> base -> (verdict, text)
     "Table 5 view (SSL vs + CLOP per base, each weighting) and the three judged parts of the claim."
     s = ds.sel(variant='SSL')
-    cols = {'kNN acc, SSL': mean_std(s.acc).to_pandas(), 'erank ẑ, SSL': mean_std(s.erank, digits=2).to_pandas(),
+    cols = {'kNN acc, SSL': mean_std(s.acc).to_pandas(),
+            'erank ẑ, SSL': mean_std(s.erank, digits=2).to_pandas(),
             'class |cos|, SSL': mean_std(s.class_cos, digits=2).to_pandas()}
     contrastive = [b for b in ('infonce', 'dcl') if b in ds.base.values]
     parts = {'accuracy': {}, 'orthogonality': {}, 'collapse': {}}
@@ -417,7 +465,8 @@ def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and th
         c = ds.sel(variant=lab)
         parts['accuracy'][how] = judge_bases(c.acc, s.acc, +1)
         parts['orthogonality'][how] = judge_bases(c.class_cos, s.class_cos, -1, 2)
-        parts['collapse'][how] = judge_bases(c.erank.sel(base=contrastive), s.erank.sel(base=contrastive), +1, 2)
+        parts['collapse'][how] = judge_bases(c.erank.sel(base=contrastive), s.erank.sel(base=contrastive), +1,
+                                             2)
         cols[f'kNN acc, +CLOP {how}'] = mean_std(c.acc).to_pandas()
         cols[f'Δ acc {how} (paired)'] = pd.Series({b: t for b, (_, t) in parts['accuracy'][how].items()})
         cols[f'erank ẑ, +CLOP {how}'] = mean_std(c.erank, digits=2).to_pandas()
@@ -428,7 +477,8 @@ def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and th
     return tab, parts
 
 def parts_verdict(parts: dict) -> str:
-    "The weakest verdict over every part, weighting and base of a nested `{part: {weighting: {base: (verdict, text)}}}`."
+    """The weakest verdict over every part, weighting and base of a nested `{part: {weighting: {base:
+    (verdict, text)}}}`."""
     return combine_verdicts(v for p in parts.values() for w in p.values() for v, _ in w.values())
 
 # %% ../nbs/03_clop_synthetic.ipynb #6b11f0a2
@@ -445,14 +495,17 @@ def lambda_parts(acc: xr.DataArray,  # kNN accuracy by variant x seed, averaged 
     if inset and out:
         top = max(inset, key=mean.get)
         wins = [judge_effect(*paired_diff(acc.sel(variant=top), acc.sel(variant=l)), +1) for l in out]
-        losses = [all(judge_effect(*paired_diff(acc.sel(variant=l), acc.sel(variant=i)), +1) == 'agree' for i in inset)
+        losses = [all(judge_effect(*paired_diff(acc.sel(variant=l), acc.sel(variant=i)), +1) == 'agree'
+                      for i in inset)
                   for l in out]
         best_v = 'agree' if all(w == 'agree' for w in wins) else 'differ' if any(losses) else 'inconclusive'
     else: best_v = 'inconclusive'                                      # the sweep cannot test it
-    below = {l: judge_effect(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)), +1) for l in labels if l != best}
+    below = {l: judge_effect(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)), +1) for l in labels
+             if l != best}
     stable_v = 'differ' if any(v == 'agree' for v in below.values()) else 'agree'
     w_of = dict(zip(labels, lams))
     texts = ', '.join(f'λ={w_of[l]:g}: {mean[l]:.3f}' for l in labels)
-    gaps = '; '.join(f'best − λ={w_of[l]:g} {effect_text(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)))}'
+    gaps = '; '.join(
+        f'best − λ={w_of[l]:g} {effect_text(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)))}'
                      for l in labels if l != best)
     return {'best': (best_v, f'{texts}; best λ={w_of[best]:g}'), 'stable': (stable_v, gaps)}

@@ -18,7 +18,8 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 # %% auto #0
 __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'set_seed',
            'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha', 'paired_diff',
-           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_claim', 'SectionRun', 'load_result']
+           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_claim', 'SectionRun', 'load_result',
+           'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -38,10 +39,11 @@ def check_positive(name: str,     # parameter name
                    strict: bool = True,  # `True`: value > 0; `False`: value >= 0
                   ) -> float:
     "Raise a `ValueError` naming `name` unless `value` is a (strictly) positive number."
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and np.isfinite(value) \
-         and (value > 0 if strict else value >= 0)
+    ok = (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+          and np.isfinite(value) and (value > 0 if strict else value >= 0))
     if not ok:
-        raise ValueError(f"{name} must be a {'positive' if strict else 'non-negative'} finite number; got {value!r}")
+        raise ValueError(
+            f"{name} must be a {'positive' if strict else 'non-negative'} finite number; got {value!r}")
     return value
 
 # %% ../nbs/00_core.ipynb #4cba6e8d
@@ -61,7 +63,8 @@ def get_device(device: str | torch.device = 'auto',  # 'auto', 'cpu', 'cuda' or 
     if not (device == 'cpu' or device == 'cuda' or (isinstance(device, str) and device.startswith('cuda:'))):
         raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:N'; got {device!r}")
     if device.startswith('cuda') and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but torch sees no CUDA device; use device='cpu' or 'auto'")
+        raise ValueError(
+            f"device {device!r} was asked for but torch sees no CUDA device; use device='cpu' or 'auto'")
     return torch.device(device)
 
 # %% ../nbs/00_core.ipynb #14213941
@@ -104,7 +107,8 @@ def git_sha(root: str | Path | None = None,  # a folder inside the checkout; def
     import cosine_pitfalls
     root = Path(root or Path(cosine_pitfalls.__file__).parent)
     try:
-        sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True, timeout=10)
+        sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True,
+                             timeout=10)
         if sha.returncode: return 'unknown'
         dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=root,
                                capture_output=True, text=True, timeout=10).stdout.strip()
@@ -123,37 +127,35 @@ VERDICT_RULE = {
     'rebuilt': 'recomputed from a closed form or an identity, so it cannot come out otherwise',
 }
 SIGNIFICANCE_Z = 2.0   # an effect over seeds counts only beyond this many paired standard errors
-
 def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` dimension (seeds)
                 b: xr.DataArray,      # the metric of setting B, paired with `a` along `dim`
                 dim: str = 'seed',    # the dimension over which the pairs are formed
                ) -> tuple[xr.DataArray, xr.DataArray]:  # mean of a − b, its standard error (NaN if n < 2)
     "Mean of the paired differences `a − b` over `dim` and its standard error (sample std / √n)."
     d = a - b
-    if dim not in d.dims: raise ValueError(f"dim {dim!r} is not a dimension of the paired metrics; they have {d.dims}")
+    if dim not in d.dims:
+        raise ValueError(f"dim {dim!r} is not a dimension of the paired metrics; they have {d.dims}")
     n = d.sizes[dim]
     mean = d.mean(dim)
     se = d.std(dim, ddof=1) / np.sqrt(n) if n > 1 else xr.full_like(mean, np.nan, dtype=float)
     return mean, se
-
 def effect_sign(diff, se,                 # paired mean difference and its standard error (numbers or arrays)
                 z: float = SIGNIFICANCE_Z,  # how many standard errors an effect must exceed
-               ):                          # +1 (a real increase), −1 (a real decrease), 0 (within noise or untestable)
+               ):  # +1 (a real increase), −1 (a real decrease), 0 (within noise or untestable)
     "The sign of an effect that lies beyond `z` paired standard errors, else 0 (a NaN s.e. never counts)."
     diff, se = np.asarray(diff, dtype=float), np.asarray(se, dtype=float)
     out = np.where(np.isfinite(se) & (diff > z * se) & (diff != 0), 1, 0)
     out = np.where(np.isfinite(se) & (diff < -z * se) & (diff != 0), -1, out)
     return int(out) if out.ndim == 0 else out
-
 def judge_effect(diff, se,                 # paired mean difference a − b and its standard error (scalars)
                  expected: int,            # +1: the claim says a > b; −1: a < b
                  z: float = SIGNIFICANCE_Z,
                 ) -> str:                  # 'agree', 'differ' or 'inconclusive'
-    "Verdict on a claimed direction: beyond `z` s.e. the claimed way → agree, the other way → differ, else inconclusive."
+    """Verdict on a claimed direction: beyond `z` s.e. the claimed way → agree, the other way → differ,
+    else inconclusive."""
     check_choice('expected', expected, (1, -1))
     s = effect_sign(float(diff), float(se), z)
     return 'inconclusive' if s == 0 else 'agree' if s == expected else 'differ'
-
 def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., decimals shown
                 z: float = SIGNIFICANCE_Z,
                ) -> str:                   # e.g. '+0.023 ± 0.017 (1.4 s.e.: within noise)'
@@ -164,6 +166,7 @@ def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., 
     word = 'within noise' if effect_sign(diff, se, z) == 0 else 'beyond noise'
     return f'{diff:+.{digits}f} ± {se:.{digits}f} ({ratio:.1f} s.e.: {word})'
 
+# %% ../nbs/00_core.ipynb #16be9452
 def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of one claim
                     ) -> str:                  # the claim's verdict: its weakest part's
     "One verdict for a claim with several parts: differ > inconclusive > corrected > agree > rebuilt."
@@ -172,22 +175,22 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
     for v in ('differ', 'inconclusive', 'corrected', 'agree'):
         if v in vs: return v
     return 'rebuilt'
-
 def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
                 b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
                 expected: int = 1,     # +1: the claim is a > b; −1: a < b
                 label: str = 'a − b',  # how the comparison is named in the text
                 digits: int = 3,       # decimals shown
                 dim: str = 'seed',     # the paired dimension
-               ) -> tuple[str, str]:   # the verdict, and e.g. 'cut − default +0.021 ± 0.008 (2.6 s.e.: beyond noise) → agree'
+               # the verdict, and e.g. 'cut − default +0.021 ± 0.008 (2.6 s.e.: beyond noise) → agree'
+               ) -> tuple[str, str]:
     "Judge one claimed direction on paired differences over `dim`: its verdict and one line of text."
     d, se = paired_diff(a, b, dim)
     v = judge_effect(d, se, expected)
     return v, f'{label} {effect_text(d, se, digits)} → {v}'
 
 # %% ../nbs/00_core.ipynb #86561089
-JOB_ENV = 'COSINE_PITFALLS_JOB'   # the runner puts its job hash (notebook, parameters, code) here for the kernel
-
+# the runner puts its job hash (notebook, parameters, code) here for the kernel
+JOB_ENV = 'COSINE_PITFALLS_JOB'
 def _nc_attrs(attrs: dict) -> dict:
     "netCDF attributes hold strings and numbers: encode the rest as JSON."
     out = {}
@@ -196,11 +199,11 @@ def _nc_attrs(attrs: dict) -> dict:
         elif isinstance(v, (dict, list, tuple)) or v is None: v = json.dumps(v, default=str)
         out[k] = v
     return out
-
 def _version() -> str:
     from cosine_pitfalls import __version__
     return __version__
 
+# %% ../nbs/00_core.ipynb #85042180
 class SectionRun:
     "Which results one run of a section notebook computes, and where it registers them."
     def __init__(self, section: int,       # section number of the paper map (1..5)
@@ -215,10 +218,12 @@ class SectionRun:
             raise ValueError(f"section {section} has several notebooks: pass notebook= one of "
                              f"{[n.file for n in SECTIONS[section].notebooks]}")
         if notebook is not None and NOTEBOOKS.get(notebook, None) not in SECTIONS[section].notebooks:
-            raise ValueError(f"notebook must be one of {[n.file for n in SECTIONS[section].notebooks]}; got {notebook!r}")
+            raise ValueError(
+                f"notebook must be one of {[n.file for n in SECTIONS[section].notebooks]}; got {notebook!r}")
         self.mine = section_ids(section) if notebook is None else notebook_ids(notebook)
         self.where = f'section {section}' + (f' ({notebook})' if notebook else '')
-        wanted = self.mine if ids in ('', 'all') else check_ids(i.strip() for i in ids.split(',') if i.strip())
+        wanted = (self.mine if ids in ('', 'all')
+                  else check_ids(i.strip() for i in ids.split(',') if i.strip()))
         other = [i for i in wanted if i not in self.mine]
         if other: raise ValueError(f"ids {other} are not results of {self.where}; allowed: {self.mine}")
         self.ids, self.out = wanted, (Path(out_dir) if out_dir else None)
@@ -226,7 +231,8 @@ class SectionRun:
         self.saved: dict[str, dict] = {}
 
     def _mine(self, id: str):
-        if id not in self.mine: raise ValueError(f"{id!r} is not a result of {self.where}; allowed: {self.mine}")
+        if id not in self.mine:
+            raise ValueError(f"{id!r} is not a result of {self.where}; allowed: {self.mine}")
 
     def want(self, id: str) -> bool:
         "Whether this run computes result `id` (which must belong to the section or notebook)."
@@ -243,11 +249,15 @@ class SectionRun:
         "Register result `id`: check it, stamp provenance into `ds.attrs`, write its files under `out_dir`."
         self._mine(id)
         check_choice('verdict', verdict, VERDICTS)
-        if not isinstance(ds, xr.Dataset): raise TypeError(f"ds must be an xarray.Dataset; got {type(ds).__name__}")
-        if not isinstance(table, pd.DataFrame): raise TypeError(f"table must be a pandas.DataFrame; got {type(table).__name__}")
-        if not (isinstance(ours, str) and ours.strip()): raise ValueError("ours must be a non-empty one-line string")
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"ds must be an xarray.Dataset; got {type(ds).__name__}")
+        if not isinstance(table, pd.DataFrame):
+            raise TypeError(f"table must be a pandas.DataFrame; got {type(table).__name__}")
+        if not (isinstance(ours, str) and ours.strip()):
+            raise ValueError("ours must be a non-empty one-line string")
         if PAPER[id].kind == 'figure' and fig is None: raise ValueError(f"{id} is a figure result: pass fig=")
-        files = [f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md'] + ([f'figures/{id}.png'] if fig is not None else [])
+        files = ([f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md']
+                 + ([f'figures/{id}.png'] if fig is not None else []))
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),
                        verdict=verdict, paper=PAPER[id].paper, params=self.params,
                        params_hash=params_hash(self.params), job_hash=os.environ.get(JOB_ENV), files=files,
@@ -255,8 +265,9 @@ class SectionRun:
                        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
         ds = ds.copy()
         ds.attrs.update(_nc_attrs(dict(id=id, paper=PAPER[id].source, paper_statement=PAPER[id].paper,
-                                       profile=self.profile, parameters=self.params, git_sha=summary['git_sha'],
-                                       ours=summary['ours'], verdict=verdict, package_version=summary['version'])))
+                                       profile=self.profile, parameters=self.params,
+                                       git_sha=summary['git_sha'], ours=summary['ours'], verdict=verdict,
+                                       package_version=summary['version'])))
         for v in ds.variables.values(): v.attrs = _nc_attrs(v.attrs)
         if self.out is not None:
             out = self.out
@@ -264,14 +275,25 @@ class SectionRun:
             with atomic_path(out/'tables'/f'{id}.csv') as tmp: table.to_csv(tmp)
             atomic_write_text(out/'tables'/f'{id}.md', f"# {id}\n\n{table.to_markdown()}\n")
             if fig is not None:
-                with atomic_path(out/'figures'/f'{id}.png') as tmp: fig.savefig(tmp, dpi=110, bbox_inches='tight', format='png')
-            atomic_write_text(out/'results'/f'{id}.json', json.dumps(summary, indent=1, default=str))   # last: marks the ID complete
+                with atomic_path(out/'figures'/f'{id}.png') as tmp:
+                    fig.savefig(tmp, dpi=110, bbox_inches='tight', format='png')
+            # last: marks the ID complete
+            atomic_write_text(out/'results'/f'{id}.json', json.dumps(summary, indent=1, default=str))
         self.saved[id] = summary
         return summary
 
+# %% ../nbs/00_core.ipynb #668bfbbe
 def load_result(out_dir: str | Path,  # the folder a run wrote to (default of the CLI: outputs/)
                 id: str,              # result ID
                ) -> xr.Dataset:
     "Load the dataset of a registered result."
     check_ids([id])
     return xr.load_dataset(Path(out_dir)/'results'/f'{id}.nc', engine='h5netcdf')
+
+# %% ../nbs/00_core.ipynb #e5f0a702
+def live_frontend() -> bool:
+    "Whether this kernel serves a Jupyter frontend (JupyterLab, Notebook): not nbdev_test, not the runner's papermill."
+    try: from IPython import get_ipython
+    except ImportError: return False
+    shell = get_ipython()
+    return type(shell).__name__ == 'ZMQInteractiveShell' and not os.environ.get(JOB_ENV)

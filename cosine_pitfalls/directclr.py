@@ -21,13 +21,16 @@ __all__ = ['PROFILES', 'COLLAPSE', 'directclr_settings', 'judge_order', 'setting
 # %% ../nbs/04_directclr.ipynb #04a00008
 PROFILES = {
     'smoke': {},
-    'cpu': dict(n_seeds=3, epochs=10, steps_per_epoch=0, batch_size=256, probe_epochs=50, d0_sweep='2,4,6,12', workers=2),
-    'gpu': dict(n_seeds=3, dataset='cifar10', image_size=32, channels=3, backbone='resnet18', epochs=30, steps_per_epoch=0,
-                batch_size=512, optimizer='sgd', lr=0.3, weight_decay=0.0001, head_width=2048, head_out=128, d0=90,
-                d0_sweep='16,32,64,90,128,256', probe_epochs=100, workers=1),
-    'paper': dict(n_seeds=1, dataset='imagefolder', image_size=224, channels=3, backbone='resnet50', epochs=100,
-                  steps_per_epoch=0, batch_size=512, optimizer='lars', lr=0.3, weight_decay=0.000001, head_width=2048,
-                  head_out=128, d0=360, d0_sweep='32,64,128,256,360,512,1024', probe_epochs=100, workers=1),
+    'cpu': dict(n_seeds=3, epochs=10, steps_per_epoch=0, batch_size=256, probe_epochs=50, d0_sweep='2,4,6,12',
+                workers=2),
+    'gpu': dict(n_seeds=3, dataset='cifar10', image_size=32, channels=3, backbone='resnet18', epochs=30,
+                steps_per_epoch=0, batch_size=512, optimizer='sgd', lr=0.3, weight_decay=0.0001,
+                head_width=2048, head_out=128, d0=90, d0_sweep='16,32,64,90,128,256', probe_epochs=100,
+                workers=1),
+    'paper': dict(n_seeds=1, dataset='imagefolder', image_size=224, channels=3, backbone='resnet50',
+                  epochs=100, steps_per_epoch=0, batch_size=512, optimizer='lars', lr=0.3,
+                  weight_decay=0.000001, head_width=2048, head_out=128, d0=360,
+                  d0_sweep='32,64,128,256,360,512,1024', probe_epochs=100, workers=1),
 }
 
 # %% ../nbs/04_directclr.ipynb #04a00011
@@ -39,8 +42,9 @@ def directclr_settings(d0: int,          # DirectCLR's sub-vector size
     if not 1 <= d0 < width: raise ValueError(f"d0 must lie in 1 .. width - 1 = {width - 1}; got {d0}")
     bad = [v for v in d0_sweep if not 1 <= v <= width]
     if bad: raise ValueError(f"d0_sweep values must lie in 1 .. width = {width}; got {bad}")
-    s = {'mlp2': dict(projector='default'), 'linear': dict(projector='linear'), 'none': dict(projector='none'),
-         'directclr': dict(method='directclr', d0=d0), 'orthogonal': dict(projector='orthogonal_fixed'),
+    s = {'mlp2': dict(projector='default'), 'linear': dict(projector='linear'),
+         'none': dict(projector='none'), 'directclr': dict(method='directclr', d0=d0),
+         'orthogonal': dict(projector='orthogonal_fixed'),
          'diagonal': dict(projector='diagonal'), 'lowrank': dict(projector='lowrank_fixed', d0=d0),
          'random_subset': dict(method='directclr', d0=d0, random_subset=True)}
     for v in sorted(set(d0_sweep) - {d0, width}): s[f'directclr_d0={v}'] = dict(method='directclr', d0=v)
@@ -63,7 +67,8 @@ def setting_table(ds: xr.Dataset, names: list, metrics: dict) -> pd.DataFrame:
     "Mean ± std over seeds of some metrics, one row per setting."
     rows = {}
     for n in names:
-        rows[n] = {label: f"{float(ds[v].sel(setting=n).mean('seed')):.3f} ± {float(ds[v].sel(setting=n).std('seed')):.3f}"
+        rows[n] = {label: f"{float(ds[v].sel(setting=n).mean('seed')):.3f} ± "
+                          f"{float(ds[v].sel(setting=n).std('seed')):.3f}"
                    for label, v in metrics.items()}
     return pd.DataFrame(rows).T
 
@@ -73,8 +78,11 @@ def bar_panel(ax, ds: xr.Dataset, names: list, var: str, title: str, ylabel: str
     vals = ds[var].sel(setting=names)
     ax.bar(range(len(names)), vals.mean('seed'), yerr=vals.std('seed'), capsize=3, color='lightsteelblue')
     for i, n in enumerate(names): ax.plot([i] * vals.sizes['seed'], vals.sel(setting=n), 'k.', ms=4)
-    ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8); ax.set_title(title, fontsize=9); ax.set_ylabel(ylabel)
-    lo, hi = float(vals.min()), float(vals.max()); ax.set_ylim(max(0, lo - 0.1 * (hi - lo + 0.05)), min(1, hi + 0.1 * (hi - lo + 0.05)))
+    ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(ylabel)
+    lo, hi = float(vals.min()), float(vals.max())
+    ax.set_ylim(max(0, lo - 0.1 * (hi - lo + 0.05)), min(1, hi + 0.1 * (hi - lo + 0.05)))
 
 # %% ../nbs/04_directclr.ipynb #04a00025
 def subvector_probe(run_dir: str | Path, data, d0: int, epochs: int) -> dict[str, float]:

@@ -18,70 +18,82 @@ __all__ = ['METRICS', 'WEIGHTINGS', 'knn_scores', 'knn_predict', 'knn_majority',
 # %% ../nbs/12_evaluation.ipynb #072e68b2
 METRICS = ('euclidean', 'cosine')
 WEIGHTINGS = ('majority', 'similarity')
-
 def _check_knn(train_x: Tensor, train_y: Tensor, test_x: Tensor, k: int, chunk_size: int) -> None:
     for name, x in (('train_x', train_x), ('test_x', test_x)):
         if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() < 2:
-            raise ValueError(f"{name} must be a floating-point tensor of shape (*b, n, d); got {getattr(x, 'shape', type(x).__name__)}")
+            raise ValueError(f"{name} must be a floating-point tensor of shape (*b, n, d); "
+                             f"got {getattr(x, 'shape', type(x).__name__)}")
     if train_x.shape[:-2] != test_x.shape[:-2] or train_x.shape[-1] != test_x.shape[-1]:
-        raise ValueError(f"train_x (*b, n, d) and test_x (*b, m, d) must share *b and d; got {tuple(train_x.shape)} and {tuple(test_x.shape)}")
+        raise ValueError(f"train_x (*b, n, d) and test_x (*b, m, d) must share *b and d; "
+                         f"got {tuple(train_x.shape)} and {tuple(test_x.shape)}")
     if not isinstance(train_y, Tensor) or train_y.is_floating_point() or train_y.dtype == torch.bool:
         raise ValueError('train_y must be an integer tensor of class indices')
-    if train_y.shape[-1] != train_x.shape[-2] or (train_y.dim() > 1 and train_y.shape[:-1] != train_x.shape[:-2]):
-        raise ValueError(f"train_y must have shape (*b, n) or (n,) with n = train_x.shape[-2] = {train_x.shape[-2]}; got {tuple(train_y.shape)}")
+    if train_y.shape[-1] != train_x.shape[-2] or (train_y.dim() > 1
+                                                  and train_y.shape[:-1] != train_x.shape[:-2]):
+        raise ValueError(f"train_y must have shape (*b, n) or (n,) with n = train_x.shape[-2] = "
+                         f"{train_x.shape[-2]}; got {tuple(train_y.shape)}")
     if train_y.numel() and train_y.min() < 0: raise ValueError('train_y must hold class indices >= 0')
     n = train_x.shape[-2]
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n:
         raise ValueError(f"k must be an integer with 1 <= k <= number of training points ({n}); got {k!r}")
-    if not isinstance(chunk_size, int) or chunk_size < 1: raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
 
+# %% ../nbs/12_evaluation.ipynb #8410cac7
 def knn_scores(train_x: Tensor,            # training features, (*b, n, d)
                train_y: Tensor,            # training labels, (*b, n) or (n,), integers >= 0
                test_x: Tensor,             # test features, (*b, m, d)
                k: int = 5,                 # neighbours, 1 <= k <= n
                metric: str = 'euclidean',  # 'euclidean' distance or 'cosine' similarity picks the neighbours
-               weighting: str = 'majority',  # 'majority' (one vote each) or 'similarity' (weight exp(cos/T); needs metric='cosine')
+               # 'majority' (one vote each) or 'similarity' (weight exp(cos/T); needs metric='cosine')
+               weighting: str = 'majority',
                temperature: float = 0.1,   # T of the similarity weights
                num_classes: int | None = None,  # default: 1 + the largest training label
                chunk_size: int = 1024,     # test points per chunk
               ) -> Tensor:                 # (*b, m, C) the vote each class gets
     "kNN class votes for `test_x` from `(train_x, train_y)`, batched over leading dims and chunked over test points."
     _check_knn(train_x, train_y, test_x, k, chunk_size)
-    check_choice('metric', metric, METRICS); check_choice('weighting', weighting, WEIGHTINGS); check_positive('temperature', temperature)
+    check_choice('metric', metric, METRICS)
+    check_choice('weighting', weighting, WEIGHTINGS)
+    check_positive('temperature', temperature)
     if weighting == 'similarity' and metric != 'cosine':
         raise ValueError("weighting='similarity' weights votes by exp(cosine/T): use metric='cosine'")
     c = int(train_y.max()) + 1 if num_classes is None else num_classes
     if not isinstance(c, int) or c < int(train_y.max()) + 1:
-        raise ValueError(f"num_classes must be an integer > the largest training label ({int(train_y.max())}); got {num_classes!r}")
+        raise ValueError(f"num_classes must be an integer > the largest training label "
+                         f"({int(train_y.max())}); got {num_classes!r}")
     batch = train_x.shape[:-2]
     y = train_y.to(train_x.device).expand(*batch, train_x.shape[-2])      # (*b, n) on the features' device
     ref = F.normalize(train_x, dim=-1) if metric == 'cosine' else train_x  # (*b, n, d)
     preds = []
     for start in range(0, test_x.shape[-2], chunk_size):
         q = test_x[..., start:start + chunk_size, :]                       # (*b, q, d)
-        if metric == 'cosine': score = F.normalize(q, dim=-1) @ ref.transpose(-1, -2)   # (*b, q, n) larger = nearer
+        if metric == 'cosine':
+            score = F.normalize(q, dim=-1) @ ref.transpose(-1, -2)   # (*b, q, n) larger = nearer
         else: score = -torch.cdist(q, ref)                                 # (*b, q, n)
         top, idx = score.topk(k, dim=-1)                                   # (*b, q, k)
         votes = torch.gather(y.unsqueeze(-2).expand(*idx.shape[:-1], y.shape[-1]), -1, idx)  # (*b, q, k)
         w = torch.ones_like(top) if weighting == 'majority' else torch.exp(top / temperature)
-        preds.append(torch.zeros(*idx.shape[:-1], c, dtype=w.dtype, device=w.device).scatter_add_(-1, votes, w))  # (*b, q, c)
+        preds.append(torch.zeros(*idx.shape[:-1], c, dtype=w.dtype,
+                                 device=w.device).scatter_add_(-1, votes, w))  # (*b, q, c)
     return torch.cat(preds, dim=-2)
-
 def knn_predict(train_x: Tensor, train_y: Tensor, test_x: Tensor,  # as in `knn_scores`
                 k: int = 5, metric: str = 'euclidean', weighting: str = 'majority', temperature: float = 0.1,
                 num_classes: int | None = None, chunk_size: int = 1024,
                ) -> Tensor:                 # (*b, m) predicted class indices
     "kNN class predictions: the class with the largest vote (`knn_scores`); ties go to the smallest class index."
-    return knn_scores(train_x, train_y, test_x, k, metric, weighting, temperature, num_classes, chunk_size).argmax(-1)
+    return knn_scores(train_x, train_y, test_x, k, metric, weighting, temperature, num_classes,
+                      chunk_size).argmax(-1)
 
+# %% ../nbs/12_evaluation.ipynb #56481300
 def knn_majority(train_x: Tensor, train_y: Tensor, test_x: Tensor,
                  k: int = 5,                 # the CLOP paper's k
                  metric: str = 'euclidean',  # 'euclidean' or 'cosine'
                  chunk_size: int = 1024,
                 ) -> Tensor:                 # (*b, m) predicted classes
     "Plain majority-vote kNN (k = 5, Euclidean): the classifier of the CLOP synthetic demo."
-    return knn_predict(train_x, train_y, test_x, k=k, metric=metric, weighting='majority', chunk_size=chunk_size)
-
+    return knn_predict(train_x, train_y, test_x, k=k, metric=metric, weighting='majority',
+                       chunk_size=chunk_size)
 def knn_weighted(train_x: Tensor, train_y: Tensor, test_x: Tensor,
                  k: int = 200,               # neighbours (the usual SSL monitor)
                  temperature: float = 0.1,   # weight exp(cos/T)
@@ -90,7 +102,6 @@ def knn_weighted(train_x: Tensor, train_y: Tensor, test_x: Tensor,
     "Similarity-weighted kNN (Wu et al. 2018): cosine, k = 200, votes weighted by exp(cos/0.1)."
     return knn_predict(train_x, train_y, test_x, k=k, metric='cosine', weighting='similarity',
                        temperature=temperature, chunk_size=chunk_size)
-
 def knn_accuracy(train_x: Tensor,  # (*b, n, d)
                  train_y: Tensor,  # (*b, n) or (n,)
                  test_x: Tensor,   # (*b, m, d)
@@ -102,7 +113,8 @@ def knn_accuracy(train_x: Tensor,  # (*b, n, d)
     check_choice('vote', vote, ('majority', 'weighted'))
     pred = (knn_majority if vote == 'majority' else knn_weighted)(train_x, train_y, test_x, **kwargs)
     if test_y.shape[-1] != pred.shape[-1]:
-        raise ValueError(f"test_y must have shape (*b, m) or (m,) with m = test_x.shape[-2] = {pred.shape[-1]}; got {tuple(test_y.shape)}")
+        raise ValueError(f"test_y must have shape (*b, m) or (m,) with m = test_x.shape[-2] = "
+                         f"{pred.shape[-1]}; got {tuple(test_y.shape)}")
     return (pred == test_y.to(pred.device)).float().mean(-1)
 
 # %% ../nbs/12_evaluation.ipynb #e7a10c02
@@ -112,21 +124,23 @@ def topk_hits(scores: Tensor,  # (*b, m, C) class scores
              ) -> dict[int, Tensor]:  # k -> (*b,) share of points whose class is among the k best scored
     "Top-k accuracies from class scores; k larger than the number of classes counts every point right."
     y = y.to(scores.device)
-    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices  # ties: the smaller class first, like argmax
+    # ties: the smaller class first, like argmax
+    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
     out = {}
     for k in ks:
         if not isinstance(k, int) or k < 1: raise ValueError(f"ks must hold positive integers; got {ks!r}")
         out[k] = (order[..., :k] == y.unsqueeze(-1)).any(-1).float().mean(-1)
     return out
 
-def knn_topk(train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor,  # features (*b, n, d), (*b, m, d)
+def knn_topk(train_x: Tensor, train_y: Tensor, test_x: Tensor,
+             test_y: Tensor,  # features (*b, n, d), (*b, m, d)
              k: int = 200, temperature: float = 0.1,  # the SSL monitor's neighbours and weights
              ks: tuple = (1, 5), chunk_size: int = 1024,
             ) -> dict[int, Tensor]:     # k -> (*b,) accuracy
     "Top-1 / top-5 accuracy of the similarity-weighted kNN (cosine, k = 200, T = 0.1)."
     c = int(max(int(train_y.max()), int(test_y.max()))) + 1
-    sc = knn_scores(train_x, train_y, test_x, k=k, metric='cosine', weighting='similarity', temperature=temperature,
-                    num_classes=c, chunk_size=chunk_size)
+    sc = knn_scores(train_x, train_y, test_x, k=k, metric='cosine', weighting='similarity',
+                    temperature=temperature, num_classes=c, chunk_size=chunk_size)
     return topk_hits(sc, test_y, ks)
 
 # %% ../nbs/12_evaluation.ipynb #e7a10c03
@@ -141,17 +155,21 @@ def linear_probe(train_x: Tensor, train_y: Tensor,  # frozen training features (
                 ) -> dict[str, float]:              # 'top1', 'top5' (test), 'train_top1'
     "Softmax regression on standardized frozen features; top-k test accuracy."
     for name, v in (('epochs', epochs), ('batch_size', batch_size)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{name} must be a positive integer; got {v!r}")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer; got {v!r}")
     check_positive('lr', lr); check_positive('weight_decay', weight_decay, strict=False)
     _check_knn(train_x, train_y, test_x, 1, 1)
-    if train_x.dim() != 2: raise ValueError(f"linear_probe takes one problem: train_x (n, d); got {tuple(train_x.shape)}")
+    if train_x.dim() != 2:
+        raise ValueError(f"linear_probe takes one problem: train_x (n, d); got {tuple(train_x.shape)}")
     dev, c = train_x.device, int(max(int(train_y.max()), int(test_y.max()))) + 1
     mu, sd = train_x.float().mean(0), train_x.float().std(0).clamp_min(1e-6)
     xtr, xte = (train_x.float() - mu) / sd, (test_x.float() - mu) / sd
     g = torch.Generator(device='cpu').manual_seed(seed)
-    w = torch.zeros(c, xtr.shape[1], device=dev, requires_grad=True); b = torch.zeros(c, device=dev, requires_grad=True)
+    w = torch.zeros(c, xtr.shape[1], device=dev, requires_grad=True)
+    b = torch.zeros(c, device=dev, requires_grad=True)
     opt = torch.optim.AdamW([w, b], lr=lr, weight_decay=weight_decay)
-    steps = epochs * -(-len(xtr) // batch_size); sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    steps = epochs * -(-len(xtr) // batch_size)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     ytr = train_y.to(dev)
     for _ in range(epochs):
         for idx in torch.randperm(len(xtr), generator=g).to(dev).split(batch_size):
@@ -165,7 +183,8 @@ def linear_probe(train_x: Tensor, train_y: Tensor,  # frozen training features (
 # %% ../nbs/12_evaluation.ipynb #b69d0a3b
 def _check_features(z: Tensor) -> None:
     if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() < 2:
-        raise ValueError(f"z must be a floating-point tensor of shape (*b, n, d); got {getattr(z, 'shape', type(z).__name__)}")
+        raise ValueError(f"z must be a floating-point tensor of shape (*b, n, d); "
+                         f"got {getattr(z, 'shape', type(z).__name__)}")
 
 def singular_values(z: Tensor,            # embeddings, (*b, n, d)
                     center: bool = False,  # subtract the mean embedding first

@@ -36,32 +36,34 @@ __all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OB
 # %% ../nbs/01_gradients.ipynb #2ab295d2
 PROFILES = {
     'smoke': {},
-    'cpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300, grid=201),
-    'gpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300, grid=201),
-    'paper': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300, grid=201),
+    'cpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
+                grid=201),
+    'gpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
+                grid=201),
+    'paper': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
+                  grid=201),
 }
 
 # %% ../nbs/01_gradients.ipynb #a0b720c6
 TOL = 1e-8          # largest relative error (float64) at which a closed form agrees with autograd
-COND_MAX = 1e7      # cases with cancellation factor κ above this are ill-conditioned: rounding alone may exceed TOL
+# cases with cancellation factor κ above this are ill-conditioned: rounding alone may exceed TOL
+COND_MAX = 1e7
 SCALED_TOL = 1e-12  # largest error scaled by the size of the summed terms, on every case
-
 def agreement(rel: np.ndarray,     # relative errors, any shape
               kappa: np.ndarray,   # cancellation factors κ, same shape
               scaled: np.ndarray,  # errors scaled by the terms, same shape
              ) -> dict:            # max_rel (κ ≤ COND_MAX), share_well, max_scaled, agree
-    "Apply the section's agreement rule: rel. err ≤ TOL where κ ≤ COND_MAX and scaled err ≤ SCALED_TOL everywhere (NaN errors disagree)."
+    """Apply the section's agreement rule: rel. err ≤ TOL where κ ≤ COND_MAX and scaled err ≤ SCALED_TOL
+    everywhere (NaN errors disagree)."""
     rel, kappa, scaled = (np.asarray(a, dtype=float) for a in (rel, kappa, scaled))
-    case = ~np.isnan(kappa)                      # NaN κ marks padding (sweeps with fewer cases in some cells), not a case
+    case = ~np.isnan(kappa)  # NaN κ marks padding (sweeps with fewer cases in some cells), not a case
     rel, kappa, scaled = rel[case], kappa[case], scaled[case]
     well = kappa <= COND_MAX
     max_rel = float(rel[well].max()) if well.any() else float('nan')
     max_scaled = float(scaled.max())
     return dict(max_rel=max_rel, share_well=float(well.mean()), max_scaled=max_scaled,
                 agree=bool(well.any() and max_rel <= TOL and max_scaled <= SCALED_TOL))
-
 ANGLE_REGIMES = ('near 0', 'generic', 'near π')
-
 def log_uniform(shape: tuple,            # output shape
                 lo: float, hi: float,    # range, 0 < lo <= hi
                 generator: torch.Generator | None = None,  # random stream
@@ -72,8 +74,7 @@ def log_uniform(shape: tuple,            # output shape
     if hi < lo: raise ValueError(f"hi must be >= lo; got lo={lo}, hi={hi}")
     u = torch.rand(shape, generator=generator, dtype=dtype, device=device)
     return torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
-
-def regime_angles(regime: str,           # one of ANGLE_REGIMES, or 'tiny' (φ = 1e-10, the ill-conditioned demo)
+def regime_angles(regime: str,  # one of ANGLE_REGIMES, or 'tiny' (φ = 1e-10, the ill-conditioned demo)
                   n: int,                # number of angles
                   generator: torch.Generator | None = None,
                   dtype=torch.float64, device=None,
@@ -87,6 +88,7 @@ def regime_angles(regime: str,           # one of ANGLE_REGIMES, or 'tiny' (φ =
     if regime != 'tiny': small[0] = 1e-6
     return small if regime in ('near 0', 'tiny') else math.pi - small
 
+# %% ../nbs/01_gradients.ipynb #f66da4a7
 def orthonormal_pair(n: int, d: int,     # n pairs in R^d, d >= 2
                      generator: torch.Generator | None = None,
                      dtype=torch.float64, device=None,
@@ -99,7 +101,6 @@ def orthonormal_pair(n: int, d: int,     # n pairs in R^d, d >= 2
     v = v - (v * u).sum(-1, keepdim=True) * u
     v = v - (v * u).sum(-1, keepdim=True) * u            # second pass: orthogonal to rounding
     return u, v / v.norm(dim=-1, keepdim=True)
-
 def pairs_at_angles(phi: Tensor,          # (n,) angles between the two vectors of each pair
                     d: int,               # dimension, >= 2
                     norms: tuple = (1e-3, 1e3),  # range of the log-uniform norms
@@ -110,15 +111,14 @@ def pairs_at_angles(phi: Tensor,          # (n,) angles between the two vectors 
     u, v = orthonormal_pair(n, d, generator, phi.dtype, phi.device)
     ri, rj = (log_uniform((n, 1), *norms, generator, phi.dtype, phi.device) for _ in range(2))
     return ri * u, rj * (torch.cos(phi)[:, None] * u + torch.sin(phi)[:, None] * v)
-
 def rel_err(a: Tensor, b: Tensor,        # estimate and reference, same shape (..., *event)
             event_dims: int = 1,         # how many trailing dimensions form one vector/matrix
            ) -> Tensor:                  # (...,) ‖a − b‖ / max(‖b‖, 1e-300)
     "Relative error of `a` against the reference `b`, one number per case."
-    if a.shape != b.shape: raise ValueError(f"a and b must have one shape; got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have one shape; got {tuple(a.shape)} and {tuple(b.shape)}")
     fa, fb = a.flatten(a.dim() - event_dims), b.flatten(b.dim() - event_dims)
     return (fa - fb).norm(dim=-1) / fb.norm(dim=-1).clamp_min(1e-300)
-
 def autograd_grad(loss_fn,               # function of the inputs returning one loss per case, (n,)
                   *inputs: Tensor,       # inputs; cases are independent along the first dimension
                   wrt: int = 0,          # which input to differentiate
@@ -166,11 +166,13 @@ def check_prop1(dims: list,                 # dimensions to test
         zi, zj = pairs_at_angles(phi.flatten(), d, generator=generator)        # (R*n, d)
         a, b = cosine_loss_grad(zi, zj), autograd_grad(loss, zi, zj)
         out['rel_err'].append(rel_err(a, b).view(len(regimes), n))
-        out['scaled_err'].append(((a - b).norm(dim=-1) * zi.norm(dim=-1)).view(len(regimes), n))   # terms: unit vectors / ‖zᵢ‖
+        # terms: unit vectors / ‖zᵢ‖
+        out['scaled_err'].append(((a - b).norm(dim=-1) * zi.norm(dim=-1)).view(len(regimes), n))
         out['kappa'].append((1 / (zi.norm(dim=-1) * b.norm(dim=-1))).view(len(regimes), n))
         expect = torch.sin(phi.flatten()) / zi.norm(dim=-1)
         out['norm_err'].append(((a.norm(dim=-1) - expect).abs() / expect).view(len(regimes), n))
-        out['orthogonality'].append(((a * zi).sum(-1).abs() / (a.norm(dim=-1) * zi.norm(dim=-1))).view(len(regimes), n))
+        out['orthogonality'].append(
+            ((a * zi).sum(-1).abs() / (a.norm(dim=-1) * zi.norm(dim=-1))).view(len(regimes), n))
         out['phi'].append(phi)
     return xr.Dataset({k: (('dim', 'regime', 'case'), torch.stack(v).numpy()) for k, v in out.items()},
                       coords=dict(dim=list(dims), regime=list(regimes), case=np.arange(n)))
@@ -178,7 +180,8 @@ def check_prop1(dims: list,                 # dimensions to test
 def flat_columns(df: pd.DataFrame,  # a table, possibly with MultiIndex columns
                 ) -> pd.DataFrame:  # the same table with columns 'level0 · level1'
     "Join MultiIndex column labels, so that csv/markdown tables have plain headers."
-    if isinstance(df.columns, pd.MultiIndex): df = df.set_axis([' · '.join(map(str, c)) for c in df.columns], axis=1)
+    if isinstance(df.columns, pd.MultiIndex):
+        df = df.set_axis([' · '.join(map(str, c)) for c in df.columns], axis=1)
     return df
 
 # %% ../nbs/01_gradients.ipynb #e30ea2a7
@@ -189,7 +192,8 @@ def info_nce_anchor_loss(zi: Tensor,   # (..., d) anchor
                         ) -> Tensor:   # (...,) Lᵢ = −ẑᵢᵀẑⱼ/τ + log Σ_{k≠i} exp(ẑᵢᵀẑ_k/τ), the sum including j
     "InfoNCE term of one anchor (pitfalls Eq. 1, with temperature): the positive is also in the denominator."
     _check_vec('zi', zi); _check_vec('zj', zj); check_positive('tau', tau)
-    if zk.dim() < 2 or zk.shape[-1] != zi.shape[-1]: raise ValueError(f"zk must have shape (..., K, d); got {tuple(zk.shape)}")
+    if zk.dim() < 2 or zk.shape[-1] != zi.shape[-1]:
+        raise ValueError(f"zk must have shape (..., K, d); got {tuple(zk.shape)}")
     s_pos = cos_sim(zi, zj)                                        # (...,)
     s_neg = cos_sim(zi[..., None, :], zk)                          # (..., K)
     return -s_pos / tau + torch.logsumexp(torch.cat([s_pos[..., None], s_neg], -1) / tau, -1)
@@ -207,7 +211,8 @@ def step_growth(zi: Tensor,      # (n, d) embeddings before the step
 
 # %% ../nbs/01_gradients.ipynb #dd967367
 def _check_step(rho: Tensor, gamma: Tensor) -> None:
-    if (torch.as_tensor(rho) <= 0).any(): raise ValueError("rho must be positive (the common norm ‖zᵢ‖ = ‖zⱼ‖)")
+    if (torch.as_tensor(rho) <= 0).any():
+        raise ValueError("rho must be positive (the common norm ‖zᵢ‖ = ‖zⱼ‖)")
     if (torch.as_tensor(gamma) < 0).any(): raise ValueError("gamma must be non-negative (the learning rate)")
 
 def cosine_step_increment(phi: Tensor,    # angle φ between zᵢ and zⱼ (any shape; broadcast with the others)
@@ -278,7 +283,8 @@ def prop5_bound(d,    # dimension(s) d ≥ 1 (array-like, broadcast with eps)
 def cosine_tail_exact(d,  # dimension(s) d ≥ 2
                       t,  # threshold(s) in [−1, 1]
                      ) -> np.ndarray:  # P[x̂ᵢᵀx̂ⱼ ≥ t]
-    "Exact tail of the cosine of two i.i.d. Gaussians in R^d: I_{(1−t)/2}((d−1)/2, (d−1)/2) ((1+cos)/2 is Beta((d−1)/2, (d−1)/2))."
+    """Exact tail of the cosine of two i.i.d. Gaussians in R^d: I_{(1−t)/2}((d−1)/2, (d−1)/2) ((1+cos)/2 is
+    Beta((d−1)/2, (d−1)/2))."""
     if (np.asarray(d) < 2).any(): raise ValueError(f"d must be >= 2; got {d}")
     from scipy.special import betainc
     a = (np.asarray(d, dtype=float) - 1) / 2
@@ -302,19 +308,21 @@ def mc_cosine_tail(d: int,                 # dimension
 
 # %% ../nbs/01_gradients.ipynb #1f127fda
 def _check_margin_args(theta: Tensor, p: Tensor, tau: float, beta: float = 1.0) -> None:
-    if not isinstance(theta, Tensor) or not theta.is_floating_point(): raise ValueError("theta must be a floating-point tensor of angles, (..., K)")
+    if not isinstance(theta, Tensor) or not theta.is_floating_point():
+        raise ValueError("theta must be a floating-point tensor of angles, (..., K)")
     if not isinstance(p, Tensor) or p.shape[-1] != theta.shape[-1]:
-        raise ValueError(f"p must be a tensor of targets with the shape of theta (..., K); got {getattr(p, 'shape', None)} for theta {tuple(theta.shape)}")
-    if (p < 0).any() or not torch.allclose(p.sum(-1), torch.ones((), dtype=p.dtype, device=p.device), atol=1e-9):
-        raise ValueError("p must be non-negative and sum to 1 over its last dimension (the targets of one anchor)")
+        raise ValueError(f"p must be a tensor of targets with the shape of theta (..., K); "
+                         f"got {getattr(p, 'shape', None)} for theta {tuple(theta.shape)}")
+    if (p < 0).any() or not torch.allclose(p.sum(-1), torch.ones((), dtype=p.dtype, device=p.device),
+                                           atol=1e-9):
+        raise ValueError(
+            "p must be non-negative and sum to 1 over its last dimension (the targets of one anchor)")
     check_positive('tau', tau); check_positive('beta', beta, strict=False)
-
 def angle(a: Tensor, b: Tensor,  # (..., d) each, non-zero
          ) -> Tensor:            # (...,) θ ∈ [0, π]
     "Angle between `a` and `b`, θ = 2·atan2(‖â − b̂‖, ‖â + b̂‖): accurate near 0 and π, unlike arccos(cos)."
     ah, bh = a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True)
     return 2 * torch.atan2((ah - bh).norm(dim=-1), (ah + bh).norm(dim=-1))
-
 def margin_logits(theta: Tensor,   # (..., K) angles θᵢⱼ to the K samples of the batch
                   p: Tensor,       # (..., K) targets pᵢⱼ
                   tau: float,      # temperature τ
@@ -324,7 +332,6 @@ def margin_logits(theta: Tensor,   # (..., K) angles θᵢⱼ to the K samples o
     "margins Eq. 4 (Eq. 2 when m₁ = m₂ = 0): logits as a function of the angles (margins Algorithms 1, 2)."
     _check_margin_args(theta, p, tau)
     return (torch.cos(theta + m1 * p) - m2 * p) / tau
-
 def margin_loss(theta: Tensor,      # (..., K) angles θᵢⱼ
                 p: Tensor,          # (..., K) targets pᵢⱼ, summing to 1
                 tau: float,         # temperature τ
@@ -336,7 +343,6 @@ def margin_loss(theta: Tensor,      # (..., K) angles θᵢⱼ
     _check_margin_args(theta, p, tau, beta)
     d = margin_logits(theta, p, tau, m1, m2)
     return -(p * d).sum(-1) + beta * p.sum(-1) * torch.logsumexp(d, -1)
-
 def plain_theta_grad(theta: Tensor,      # (..., K) angles
                      p: Tensor,          # (..., K) targets
                      tau: float,         # temperature
@@ -345,7 +351,6 @@ def plain_theta_grad(theta: Tensor,      # (..., K) angles
     "margins Eq. 14: ∂L̃ᵢ/∂θᵢⱼ = (pᵢⱼ − β q̃ᵢⱼ) sin θᵢⱼ / τ."
     _check_margin_args(theta, p, tau, beta)
     return (p - beta * torch.softmax(torch.cos(theta) / tau, -1)) * torch.sin(theta) / tau
-
 def angular_multiplier(theta: Tensor,  # (..., K) angles in (0, π)
                        p: Tensor,      # (..., K) targets
                        m1: float,      # angular margin
@@ -353,27 +358,30 @@ def angular_multiplier(theta: Tensor,  # (..., K) angles in (0, π)
     "First multiplier of margins Thm. 4.1 (its Fig. 2, left): sin(θᵢⱼ + m₁pᵢⱼ)/sin θᵢⱼ, 1 for negatives."
     return torch.sin(theta + m1 * p) / torch.sin(theta)
 
+# %% ../nbs/01_gradients.ipynb #6da87b9f
 def logit_ratio(theta: Tensor, p: Tensor, tau: float,       # angles, targets (..., K), temperature
                 m1: float = 0.0, m2: float = 0.0, beta: float = 1.0,  # margins and the log-sum-exp weight
                ) -> Tensor:                                  # (..., K) (p − βq)/(p − βq̃)
-    "Second multiplier of margins Thm. 4.1 (its Figs. 2 right, 8): (pᵢⱼ − βqᵢⱼ)/(pᵢⱼ − βq̃ᵢⱼ); 0/0 where p = βq̃ (negatives at β = 0)."
+    """Second multiplier of margins Thm. 4.1 (its Figs. 2 right, 8): (pᵢⱼ − βqᵢⱼ)/(pᵢⱼ − βq̃ᵢⱼ); 0/0 where
+    p = βq̃ (negatives at β = 0)."""
     _check_margin_args(theta, p, tau, beta)
     q = torch.softmax(margin_logits(theta, p, tau, m1, m2), -1)
     qt = torch.softmax(torch.cos(theta) / tau, -1)
     return (p - beta * q) / (p - beta * qt)
-
 def margin_theta_grad(theta: Tensor, p: Tensor, tau: float,       # angles, targets (..., K), temperature
-                      m1: float = 0.0, m2: float = 0.0, beta: float = 1.0,  # margins and the log-sum-exp weight
+                      # margins and the log-sum-exp weight
+                      m1: float = 0.0, m2: float = 0.0, beta: float = 1.0,
                      ) -> Tensor:                                  # (..., K) ∂Lᵢ/∂θᵢⱼ with margins
     "margins Thm. 4.1 (Eq. 6): ∂Lᵢ/∂θᵢⱼ = ∂L̃ᵢ/∂θᵢⱼ · sin(θ+m₁p)/sin θ · (p−βq)/(p−βq̃)."
-    return plain_theta_grad(theta, p, tau, beta) * angular_multiplier(theta, p, m1) * logit_ratio(theta, p, tau, m1, m2, beta)
-
+    return (plain_theta_grad(theta, p, tau, beta) * angular_multiplier(theta, p, m1)
+            * logit_ratio(theta, p, tau, m1, m2, beta))
 def sum_exp_ratio(theta: Tensor, p: Tensor, tau: float,  # angles, targets (..., K), temperature
                   m1: float = 0.0, m2: float = 0.0,       # margins
                  ) -> Tensor:                             # (...,) Σₖ exp(δ̃ᵢₖ) / Σₖ exp(δᵢₖ)
-    "margins Lemma 4.2: the ratio of Thm. 4.1 for β = 1 and one-hot p, one number per anchor (margins Algorithm 4's `ratio`)."
-    return torch.exp(torch.logsumexp(torch.cos(theta) / tau, -1) - torch.logsumexp(margin_logits(theta, p, tau, m1, m2), -1))
-
+    """margins Lemma 4.2: the ratio of Thm. 4.1 for β = 1 and one-hot p, one number per anchor (margins
+    Algorithm 4's `ratio`)."""
+    return torch.exp(torch.logsumexp(torch.cos(theta) / tau, -1)
+                     - torch.logsumexp(margin_logits(theta, p, tau, m1, m2), -1))
 def subtractive_multiplier(theta_pos: Tensor,  # (...,) angle θᵢₗ to the positive
                            q_pos: Tensor,      # (...,) q̃ᵢₗ, the positive's probability without margins
                            tau: float, m1: float = 0.0, m2: float = 0.0,
@@ -425,7 +433,8 @@ def random_targets(shape: tuple,  # (..., K)
 def lemma42_printed(theta: Tensor, p: Tensor, tau: float,  # angles, one-hot targets (..., K), temperature
                     m1: float = 0.0, m2: float = 0.0,        # margins
                     use_plain_q: bool = True,  # True: the proof's q̃ (Eq. 26); False: the statement's q
-                   ) -> Tensor:                # (...,) (exp(δ̃ₗ)/q̃ₗ)/(exp(δₗ) + exp(δ̃ₗ)(1/q̃ₗ − 1)), positive at index of p's 1
+                   # (...,) (exp(δ̃ₗ)/q̃ₗ)/(exp(δₗ) + exp(δ̃ₗ)(1/q̃ₗ − 1)), positive at index of p's 1
+                   ) -> Tensor:
     "The last form of margins Lemma 4.2, with q̃ (as proved) or q (as printed in the statement)."
     l = p.argmax(-1, keepdim=True)
     dt, d = torch.cos(theta) / tau, margin_logits(theta, p, tau, m1, m2)
@@ -455,10 +464,12 @@ def _lemma_sweep(n: int, with_m2: bool, generator) -> xr.Dataset:
                 qt = torch.softmax(torch.cos(theta) / tau, -1)
                 if with_m2: closed = subtractive_multiplier(theta[:, 0], qt[:, 0], tau, m1, m2)
                 else: closed = sum_exp_ratio(theta, p, tau, m1, m2)
-                forms = (closed, lemma42_printed(theta, p, tau, m1, m2, True), lemma42_printed(theta, p, tau, m1, m2, False))
+                forms = (closed, lemma42_printed(theta, p, tau, m1, m2, True),
+                         lemma42_printed(theta, p, tau, m1, m2, False))
                 for f, val in enumerate(forms):
                     out[f, a, b, c] = rel_err(val[:, None].expand_as(ref), ref).numpy()
-                q = torch.softmax(margin_logits(theta, p, tau, m1, m2), -1)   # autograd gets p − q and p − q̃ by subtraction
+                # autograd gets p − q and p − q̃ by subtraction
+                q = torch.softmax(margin_logits(theta, p, tau, m1, m2), -1)
                 kap = torch.maximum(p, q) / (p - q).abs() + torch.maximum(p, qt) / (p - qt).abs()
                 out[-1, a, b, c] = kap.amax(-1).numpy()
     ds = xr.Dataset({f'rel_err_{k}': (('K', 'tau', 'm1', 'case'), out[f]) for f, k in enumerate(cols)},
@@ -469,10 +480,12 @@ def _lemma_sweep(n: int, with_m2: bool, generator) -> xr.Dataset:
 
 def _lemma_table(ds: xr.Dataset) -> pd.DataFrame:
     well = ds.kappa <= COND_MAX
-    return pd.DataFrame({'max rel. err closed (κ ≤ 1e7)': ds.rel_err_closed.where(well).max(('K', 'case')).to_series(),
+    return pd.DataFrame(
+        {'max rel. err closed (κ ≤ 1e7)': ds.rel_err_closed.where(well).max(('K', 'case')).to_series(),
                          'share κ ≤ 1e7': well.mean(('K', 'case')).to_series(),
                          'max scaled err closed': ds.scaled_err_closed.max(('K', 'case')).to_series(),
-                         'max rel. err q̃ form (κ ≤ 1e7)': ds.rel_err_q_tilde_form.where(well).max(('K', 'case')).to_series(),
+                         'max rel. err q̃ form (κ ≤ 1e7)': ds.rel_err_q_tilde_form.where(well).max(
+                             ('K', 'case')).to_series(),
                          'max rel. err printed q form': ds.rel_err_q_form.max(('K', 'case')).to_series()})
 
 # %% ../nbs/01_gradients.ipynb #141a66f3
@@ -480,7 +493,8 @@ def ratio_map(theta_pos: Tensor,  # positive angle θ⁺ (broadcast with q_pos)
               q_pos: Tensor,      # q̃⁺, the positive's probability without margins
               tau: float, m1: float, m2: float = 0.0,  # temperature and margins
              ) -> Tensor:         # (p − βq)/(p − βq̃)
-    "The logit ratio of Thm. 4.1 for β = 1, one-hot p, as a function of the positive's θ⁺ and q̃⁺ (Lemma 4.3), broadcast."
+    """The logit ratio of Thm. 4.1 for β = 1, one-hot p, as a function of the positive's θ⁺ and q̃⁺ (Lemma
+    4.3), broadcast."""
     return subtractive_multiplier(theta_pos, q_pos, tau, m1, m2)
 
 def plot_map(ax, x: np.ndarray, y: np.ndarray, z: np.ndarray,  # axes; x (X,), y (Y,), z (Y, X)
@@ -491,24 +505,28 @@ def plot_map(ax, x: np.ndarray, y: np.ndarray, z: np.ndarray,  # axes; x (X,), y
     "One heatmap of a margin map, labelled like the paper's figures."
     if log:
         zc = np.clip(z, 1e-3, 1e3)
-        norm = TwoSlopeNorm(vcenter=0.0, vmin=min(-1e-3, np.log10(zc).min()), vmax=max(1e-3, np.log10(zc).max()))
+        norm = TwoSlopeNorm(vcenter=0.0, vmin=min(-1e-3, np.log10(zc).min()),
+                            vmax=max(1e-3, np.log10(zc).max()))
         im = ax.pcolormesh(x, y, np.log10(zc), norm=norm, cmap='RdBu_r', shading='auto')
         plt.colorbar(im, ax=ax, label='log₁₀ weight (clipped to ±3)')
     else:
         im = ax.pcolormesh(x, y, z, cmap=cmap, shading='auto'); plt.colorbar(im, ax=ax)
-    if one_line and (z.min() < 1 < z.max()): ax.contour(x, y, z, levels=[1.0], colors='limegreen', linewidths=2)
+    if one_line and (z.min() < 1 < z.max()):
+        ax.contour(x, y, z, levels=[1.0], colors='limegreen', linewidths=2)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return ax
 
 # %% ../nbs/01_gradients.ipynb #a9adfa27
 def collapsed_batch(trials: int, n: int, d: int,  # trials x (n positive pairs) in R^d
-                    kind: str = 'identical',      # 'identical' (all c·z*, c > 0), 'colinear' (signs ±) or 'random'
+                    # 'identical' (all c·z*, c > 0), 'colinear' (signs ±) or 'random'
+                    kind: str = 'identical',
                     generator: torch.Generator | None = None,
                    ) -> tuple[Tensor, Tensor]:    # z1, z2: (trials, n, d)
     "Two views of a batch whose embeddings are all scaled copies of one direction (clop Lemma 1), or random."
     check_choice('kind', kind, ('identical', 'colinear', 'random'))
     scale = log_uniform((2, trials, n, 1), 1e-3, 1e3, generator)
-    if kind == 'random': return tuple(scale * torch.randn(2, trials, n, d, generator=generator, dtype=torch.float64))
+    if kind == 'random':
+        return tuple(scale * torch.randn(2, trials, n, d, generator=generator, dtype=torch.float64))
     zs = torch.randn(trials, 1, d, generator=generator, dtype=torch.float64)
     zs = zs / zs.norm(dim=-1, keepdim=True)
     if kind == 'colinear': scale = scale * (2 * torch.randint(0, 2, scale.shape, generator=generator) - 1)
@@ -574,7 +592,8 @@ def critical_lr(X: Tensor,         # (trials, k, m) unit class embeddings
                 hi: float = 10.0,   # ... and is checked to grow at hi
                 iters: int = 30,    # bisection steps (bracket / 2^30 ≈ 1e-8)
                ) -> float:          # the empirical critical η
-    "Bisection for the η at which the average of `mean_ratio` over the trials crosses 1 (nan if it does not in [lo, hi])."
+    """Bisection for the η at which the average of `mean_ratio` over the trials crosses 1 (nan if it does
+    not in [lo, hi])."""
     f = lambda e: float(mean_ratio(X, e).mean()) - 1
     if f(hi) < 0: return float('nan')
     for _ in range(iters):
@@ -585,7 +604,8 @@ def critical_lr(X: Tensor,         # (trials, k, m) unit class embeddings
 # %% ../nbs/01_gradients.ipynb #151221f9
 def class_loss(X: Tensor,  # (..., k, m) class embeddings as rows
               ) -> Tensor: # (...,) Σ_{i≠j} x̂ᵢᵀx̂ⱼ
-    "clop's L_class with the sign of its proof and text (total pairwise cosine similarity; Eq. 3 prints a spurious minus)."
+    """clop's L_class with the sign of its proof and text (total pairwise cosine similarity; Eq. 3 prints a
+    spurious minus)."""
     Xh = X / X.norm(dim=-1, keepdim=True)
     G = Xh @ Xh.transpose(-1, -2)
     return G.sum((-1, -2)) - G.diagonal(dim1=-2, dim2=-1).sum(-1)
@@ -605,7 +625,8 @@ def span_projection(B: Tensor,  # (..., r, m) rows spanning a subspace (linearly
     return par
 
 def project_last(X: Tensor,  # (..., k, m) unit rows, full rank
-                ) -> tuple[Tensor, Tensor]:  # X' (last row replaced by ±its normalized projection), η = ‖x_k^⊥‖
+                # X' (last row replaced by ±its normalized projection), η = ‖x_k^⊥‖
+                ) -> tuple[Tensor, Tensor]:
     "clop Lemma 2's construction on the last class embedding."
     others, xk = X[..., :-1, :], X[..., -1, :]
     par = span_projection(others, xk)                                      # (..., m)
@@ -623,7 +644,8 @@ def best_last(X: Tensor,  # (..., k, m) unit rows
 
 # %% ../nbs/01_gradients.ipynb #c2f2d423
 def pos_neg_similarity(U: Tensor, V: Tensor,  # (..., n, d) each, rows normalized inside
-                      ) -> tuple[Tensor, Tensor]:  # s_pos, s_neg: (...,) mean positive / cross-view negative cosine
+                      # s_pos, s_neg: (...,) mean positive / cross-view negative cosine
+                      ) -> tuple[Tensor, Tensor]:
     "Mean positive-pair and negative-pair cosine similarity of paired embeddings (lee Def. 4.1, empirical)."
     U, V = U / U.norm(dim=-1, keepdim=True), V / V.norm(dim=-1, keepdim=True)
     n = U.shape[-2]
@@ -642,14 +664,16 @@ def _lee_objective(U: Tensor, V: Tensor, kind: str) -> Tensor:
     Uh, Vh = U / U.norm(dim=-1, keepdim=True), V / V.norm(dim=-1, keepdim=True)
     if kind == 'info-sym': return info_nce(Uh, Vh, 0.5)
     S = Uh @ Vh.transpose(-1, -2); n = S.shape[-1]; off = ~torch.eye(n, dtype=torch.bool, device=S.device)
-    if kind == 'ind-add (1,0)': return -S.diagonal(dim1=-2, dim2=-1).sum(-1) + (torch.exp(4 * S) * off).sum((-1, -2)) / (n - 1)
+    if kind == 'ind-add (1,0)':
+        return -S.diagonal(dim1=-2, dim2=-1).sum(-1) + (torch.exp(4 * S) * off).sum((-1, -2)) / (n - 1)
     sp, sn = pos_neg_similarity(U, V)
     return -(sp - sn)                                                       # 'max-gap'
 
 LEE_OBJECTIVES = ('info-sym', 'ind-add (1,0)', 'max-gap')
 
 def optimize_pairs(trials: int, n: int, d: int,   # trials x n pairs in R^d, optimized independently (batched)
-                   kinds: tuple = LEE_OBJECTIVES, # objectives, each optimized on its own copy (one batched loop)
+                   # objectives, each optimized on its own copy (one batched loop)
+                   kinds: tuple = LEE_OBJECTIVES,
                    steps: int = 300, lr: float = 0.1,
                    generator: torch.Generator | None = None,
                   ) -> dict:                      # kind -> (U, V), each (trials, n, d) with unit rows
@@ -661,7 +685,8 @@ def optimize_pairs(trials: int, n: int, d: int,   # trials x n pairs in R^d, opt
     opt = torch.optim.Adam([U, V], lr=lr)
     for _ in range(steps):
         opt.zero_grad()
-        sum(_lee_objective(U[i], V[i], k).sum() for i, k in enumerate(kinds)).backward()   # independent copies: one step for all
+        # independent copies: one step for all
+        sum(_lee_objective(U[i], V[i], k).sum() for i, k in enumerate(kinds)).backward()
         opt.step()
     U, V = U.detach(), V.detach()
     U, V = U / U.norm(dim=-1, keepdim=True), V / V.norm(dim=-1, keepdim=True)
@@ -669,7 +694,7 @@ def optimize_pairs(trials: int, n: int, d: int,   # trials x n pairs in R^d, opt
 
 # %% ../nbs/01_gradients.ipynb #971a9c4f
 def directclr_logits(z: Tensor, zp: Tensor,  # (..., N, d) embeddings of the two branches
-                    ) -> Tensor:             # (..., N, N): −‖zᵢ − zⱼ‖²/2 off the diagonal, −‖zᵢ − zᵢ'‖²/2 on it
+                    ) -> Tensor:  # (..., N, N): −‖zᵢ − zⱼ‖²/2 off the diagonal, −‖zᵢ − zᵢ'‖²/2 on it
     "Logits of directclr Eq. 2 for anchor i (rows): negatives zⱼ of the same branch, the positive zᵢ' on the diagonal."
     D = (z[..., :, None, :] - z[..., None, :, :]).pow(2).sum(-1)
     Dp = (z - zp).pow(2).sum(-1)
@@ -688,7 +713,8 @@ def directclr_alpha(z: Tensor, zp: Tensor,  # (..., N, d) embeddings of the two 
 
 def directclr_embedding_grads(z: Tensor, zp: Tensor,  # (..., N, d) embeddings of the two branches
                              ) -> tuple[Tensor, Tensor]:  # g_z, g_z': (..., N, d)
-    "directclr Eq. 4: g_zᵢ = Σ_{j≠i} αᵢⱼ(zⱼ − zᵢ') + Σ_{j≠i} αⱼᵢ(zⱼ − zᵢ), g_zᵢ' = (1 − αᵢᵢ)(zᵢ' − zᵢ); (..., N, d) each."
+    """directclr Eq. 4: g_zᵢ = Σ_{j≠i} αᵢⱼ(zⱼ − zᵢ') + Σ_{j≠i} αⱼᵢ(zⱼ − zᵢ), g_zᵢ' = (1 − αᵢᵢ)(zᵢ' − zᵢ);
+    (..., N, d) each."""
     a = directclr_alpha(z, zp)
     ao = a * (1 - torch.eye(z.shape[-2], dtype=z.dtype, device=z.device))                  # off-diagonal αᵢⱼ
     gz = (ao[..., None] * (z[..., None, :, :] - zp[..., :, None, :])).sum(-2) \
@@ -701,7 +727,8 @@ def directclr_weight_grad(W: Tensor,   # (..., d_out, d_in) weights of z = Wx
                          ) -> Tensor:  # (..., d_out, d_in) G = Σᵢ (g_zᵢ xᵢᵀ + g_zᵢ' xᵢ'ᵀ)
     "directclr Lemma 1: the weight gradient of Eq. 2 for the linear model z = Wx."
     if W.shape[-1] != x.shape[-1] or x.shape != xp.shape:
-        raise ValueError(f"need W (..., d_out, d_in), x and xp (..., N, d_in); got {tuple(W.shape)}, {tuple(x.shape)}, {tuple(xp.shape)}")
+        raise ValueError(f"need W (..., d_out, d_in), x and xp (..., N, d_in); got {tuple(W.shape)}, "
+                         f"{tuple(x.shape)}, {tuple(xp.shape)}")
     z, zp = x @ W.transpose(-1, -2), xp @ W.transpose(-1, -2)
     gz, gzp = directclr_embedding_grads(z, zp)
     return gz.transpose(-1, -2) @ x + gzp.transpose(-1, -2) @ xp
@@ -731,9 +758,10 @@ def directclr_X(x: Tensor, xp: Tensor,  # (..., N, d) inputs and augmented input
     "directclr's X with G = −WX: the proof's (B.2) form, or the main text's Eq. 6 (`printed=True`, with its two typos)."
     N = x.shape[-2]
     ao = alpha * (1 - torch.eye(N, dtype=x.dtype, device=x.device))
-    a_out = ao.sum(-1, keepdim=True)                          # (..., N, 1) 1 − αᵢᵢ, summed (accurate when αᵢᵢ → 1)
+    a_out = ao.sum(-1, keepdim=True)  # (..., N, 1) 1 − αᵢᵢ, summed (accurate when αᵢᵢ → 1)
     first = (ao[..., None] * (xp[..., :, None, :] - x[..., None, :, :])).sum(-2) \
-          + (ao.transpose(-1, -2)[..., None] * (x[..., :, None, :] - x[..., None, :, :])).sum(-2)  # (..., N, d)
+          + (ao.transpose(-1, -2)[..., None] * (x[..., :, None, :] - x[..., None, :, :])).sum(-2)
+    # first: (..., N, d)
     aug = a_out * (xp - x)
     if printed: return -first.transpose(-1, -2) @ x - aug.transpose(-1, -2) @ x
     return first.transpose(-1, -2) @ x - aug.transpose(-1, -2) @ xp
@@ -742,8 +770,9 @@ def directclr_sigmas(x: Tensor, xp: Tensor,  # (..., N, d) inputs and augmented 
                      alpha: Tensor,          # (..., N, N) αᵢⱼ
                     ) -> tuple[Tensor, Tensor]:  # Σ̂₀, Σ̂₁: (..., d, d)
     "directclr Eq. 7: Σ̂₀ = Σ_{i≠j} αᵢⱼ(xᵢ−xⱼ)(xᵢ−xⱼ)ᵀ and Σ̂₁ = Σᵢ(1−αᵢᵢ)(xᵢ'−xᵢ)(xᵢ'−xᵢ)ᵀ, (..., d, d) each."
-    diff = x[..., :, None, :] - x[..., None, :, :]                                             # (..., N, N, d)
-    S0 = torch.einsum('...ij,...ijk,...ijl->...kl', alpha, diff, diff)                         # i = j terms are zero
-    a_out = (alpha * (1 - torch.eye(x.shape[-2], dtype=x.dtype, device=x.device))).sum(-1)    # 1 − αᵢᵢ as Σ_{j≠i} αᵢⱼ
+    diff = x[..., :, None, :] - x[..., None, :, :]  # (..., N, N, d)
+    S0 = torch.einsum('...ij,...ijk,...ijl->...kl', alpha, diff, diff)  # i = j terms are zero
+    # 1 − αᵢᵢ as Σ_{j≠i} αᵢⱼ
+    a_out = (alpha * (1 - torch.eye(x.shape[-2], dtype=x.dtype, device=x.device))).sum(-1)
     S1 = torch.einsum('...i,...ik,...il->...kl', a_out, xp - x, xp - x)
     return S0, S1

@@ -27,11 +27,15 @@ def check_views(z1: Tensor,  # embeddings of the first view, (*b, n, d)
     a, b = names
     for name, z in ((a, z1), (b, z2)):
         if not isinstance(z, Tensor) or not z.is_floating_point():
-            raise ValueError(f"{name} must be a floating-point torch.Tensor of shape (*b, n, d); got {type(z).__name__}"
+            raise ValueError(
+                f"{name} must be a floating-point torch.Tensor of shape (*b, n, d); got {type(z).__name__}"
                              + (f" of dtype {z.dtype}" if isinstance(z, Tensor) else ''))
         if z.dim() < 2: raise ValueError(f"{name} must have shape (*b, n, d); got shape {tuple(z.shape)}")
-    if z1.shape != z2.shape: raise ValueError(f"{a} and {b} must have the same shape; got {tuple(z1.shape)} and {tuple(z2.shape)}")
-    if z1.shape[-2] < min_n: raise ValueError(f"the loss needs at least {min_n} samples per view (n = {a}.shape[-2]); got {z1.shape[-2]}")
+    if z1.shape != z2.shape:
+        raise ValueError(f"{a} and {b} must have the same shape; got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[-2] < min_n:
+        raise ValueError(
+            f"the loss needs at least {min_n} samples per view (n = {a}.shape[-2]); got {z1.shape[-2]}")
 
 # %% ../nbs/10_losses.ipynb #c7d20619
 def info_nce(z1: Tensor,                # first view, (*b, n, d)
@@ -69,7 +73,8 @@ class InfoNCE(nn.Module):
     def extra_repr(self) -> str: return f'temperature={self.temperature}'
 
 class DCL(InfoNCE):
-    "Decoupled contrastive loss (Yeh et al. 2022): InfoNCE without the positive in the denominator; `(*b, n, d)` -> `(*b,)`."
+    """Decoupled contrastive loss (Yeh et al. 2022): InfoNCE without the positive in the denominator; `(*b,
+    n, d)` -> `(*b,)`."""
     decoupled = True
 
 # %% ../nbs/10_losses.ipynb #86fff8e1
@@ -111,7 +116,8 @@ def vicreg(z1: Tensor,                 # first view, (*b, n, d)
           ) -> Tensor:                 # (*b,)
     "VICReg loss (Bardes et al. 2022): invariance + variance hinge + covariance penalty."
     check_views(z1, z2)
-    for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)): check_positive(name, v, strict=False)
+    for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)):
+        check_positive(name, v, strict=False)
     check_positive('eps', eps)
     n, d = z1.shape[-2:]
     inv = ((z1 - z2) ** 2).mean((-2, -1))                                      # (*b,)
@@ -120,7 +126,8 @@ def vicreg(z1: Tensor,                 # first view, (*b, n, d)
         zc = z - z.mean(-2, keepdim=True)                                      # (*b, n, d)
         std_term = std_term + F.relu(1 - torch.sqrt(zc.var(-2) + eps)).mean(-1) / 2
         cov = zc.transpose(-1, -2) @ zc / (n - 1)                              # (*b, d, d)
-        cov_term = cov_term + ((cov ** 2).sum((-2, -1)) - (torch.diagonal(cov, dim1=-2, dim2=-1) ** 2).sum(-1)) / d
+        cov_term = (cov_term
+                    + ((cov ** 2).sum((-2, -1)) - (torch.diagonal(cov, dim1=-2, dim2=-1) ** 2).sum(-1)) / d)
     return sim_coeff * inv + std_coeff * std_term + cov_coeff * cov_term
 
 class VICReg(nn.Module):
@@ -131,26 +138,33 @@ class VICReg(nn.Module):
                  eps: float = 1e-4,              # variance floor
                 ):
         super().__init__()
-        for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)): check_positive(name, v, strict=False)
-        self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps = sim_coeff, std_coeff, cov_coeff, check_positive('eps', eps)
+        for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)):
+            check_positive(name, v, strict=False)
+        self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps = (sim_coeff, std_coeff, cov_coeff,
+                                                                    check_positive('eps', eps))
     def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
         return vicreg(z1, z2, self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps)
-    def extra_repr(self) -> str: return f'sim_coeff={self.sim_coeff}, std_coeff={self.std_coeff}, cov_coeff={self.cov_coeff}'
+    def extra_repr(self) -> str:
+        return f'sim_coeff={self.sim_coeff}, std_coeff={self.std_coeff}, cov_coeff={self.cov_coeff}'
 
 # %% ../nbs/10_losses.ipynb #8e961f57
 PROTOTYPES = ('orthonormal', 'etf')
 SIMILARITIES = ('cosine', 'euclidean', 'manhattan')
-REDUCTIONS = ('mean', 'sum', 'anchor')   # over the labelled: mean, sum (eq. 4), or sum per anchor of the batch
-CLOP_WEIGHTINGS = {'mean': 'mean', 'literal': 'anchor'}   # what λ multiplies: the mean, or eq. (4) beside a mean base loss
+REDUCTIONS = ('mean', 'sum', 'anchor')  # over the labelled: mean, sum (eq. 4), or sum per anchor of the batch
+# what λ multiplies: the mean, or eq. (4) beside a mean base loss
+CLOP_WEIGHTINGS = {'mean': 'mean', 'literal': 'anchor'}
 
 def _check_classes(num_classes: int, dim: int, kind: str) -> None:
     for name, v in (('num_classes', num_classes), ('dim', dim)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{name} must be a positive integer; got {v!r}")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer; got {v!r}")
     if kind == 'orthonormal' and num_classes > dim:
         raise ValueError(f"orthonormal prototypes need num_classes <= dim (k orthonormal vectors in R^d); "
-                         f"got num_classes={num_classes} > dim={dim}: use prototypes='etf' (k <= d + 1) or a larger embedding")
+                         f"got num_classes={num_classes} > dim={dim}: use prototypes='etf' (k <= d + 1) or a "
+                         f"larger embedding")
     if kind == 'etf' and not 2 <= num_classes <= dim + 1:
-        raise ValueError(f"simplex-ETF prototypes need 2 <= num_classes <= dim + 1; got num_classes={num_classes}, dim={dim}")
+        raise ValueError(f"simplex-ETF prototypes need 2 <= num_classes <= dim + 1; "
+                         f"got num_classes={num_classes}, dim={dim}")
 
 def orthonormal_prototypes(num_classes: int,  # k, the number of classes
                            dim: int,          # d, the embedding dimension (k <= d)
@@ -174,7 +188,7 @@ def etf_prototypes(num_classes: int,  # k, the number of classes
     _check_classes(num_classes, dim, 'etf')
     k = num_classes
     centred = torch.eye(k, dtype=torch.float64) - 1.0 / k                        # (k, k), rank k-1
-    basis = torch.linalg.eigh(centred).eigenvectors[:, 1:]                       # (k, k-1) spans the row space
+    basis = torch.linalg.eigh(centred).eigenvectors[:, 1:]  # (k, k-1) spans the row space
     coords = F.normalize(centred @ basis, dim=-1)                                # (k, k-1) simplex in R^(k-1)
     q, _ = torch.linalg.qr(torch.randn(dim, k - 1, generator=generator, dtype=torch.float64))  # (d, k-1)
     return (coords @ q.T).to(device=device, dtype=dtype)
@@ -188,7 +202,8 @@ def make_prototypes(kind: str,         # 'orthonormal' or 'etf'
                    ) -> Tensor:        # (k, d)
     "Prototypes of one of the two kinds, by name."
     check_choice('prototypes', kind, PROTOTYPES)
-    return (orthonormal_prototypes if kind == 'orthonormal' else etf_prototypes)(num_classes, dim, generator, device, dtype)
+    return (orthonormal_prototypes if kind == 'orthonormal'
+            else etf_prototypes)(num_classes, dim, generator, device, dtype)
 
 # %% ../nbs/10_losses.ipynb #98acab39
 def prototype_similarity(z: Tensor,           # embeddings, (*b, n, d)
@@ -201,7 +216,6 @@ def prototype_similarity(z: Tensor,           # embeddings, (*b, n, d)
     diff = z - c
     if similarity == 'euclidean': return 1 - torch.sqrt((diff ** 2).sum(-1) + 1e-12)   # smooth at z == c
     return 1 - diff.abs().sum(-1)
-
 def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               labels: Tensor,       # (*b, n) or (n,): class index, -1 where unlabelled
               prototypes: Tensor,   # (k, d) shared, or (*b, k, d) one set per problem
@@ -211,17 +225,22 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
     "CLOP's prototype term `Σ_{i∈S} (1 − s(z_i, c_{y_i}))` (clop eq. 4) over the labelled subset."
     check_choice('similarity', similarity, SIMILARITIES); check_choice('reduction', reduction, REDUCTIONS)
     if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() < 2:
-        raise ValueError(f"z must be a floating-point tensor of shape (*b, n, d); got {getattr(z, 'shape', type(z).__name__)}")
+        raise ValueError(f"z must be a floating-point tensor of shape (*b, n, d); "
+                         f"got {getattr(z, 'shape', type(z).__name__)}")
     if not isinstance(labels, Tensor) or labels.is_floating_point() or labels.dtype == torch.bool:
         raise ValueError("labels must be an integer tensor of class indices (-1 for unlabelled)")
     if labels.shape[-1] != z.shape[-2]:
-        raise ValueError(f"labels must have shape (*b, n) with n = z.shape[-2] = {z.shape[-2]}; got {tuple(labels.shape)}")
+        raise ValueError(
+            f"labels must have shape (*b, n) with n = z.shape[-2] = {z.shape[-2]}; got {tuple(labels.shape)}")
     if prototypes.dim() < 2 or prototypes.shape[-1] != z.shape[-1]:
-        raise ValueError(f"prototypes must have shape (k, d) or (*b, k, d) with d = {z.shape[-1]}; got {tuple(prototypes.shape)}")
+        raise ValueError(f"prototypes must have shape (k, d) or (*b, k, d) with d = {z.shape[-1]}; "
+                         f"got {tuple(prototypes.shape)}")
     k = prototypes.shape[-2]
     if labels.numel() and (labels.min() < -1 or labels.max() >= k):
-        raise ValueError(f"labels must lie in -1 (unlabelled) .. {k - 1} (num_classes - 1); got {labels.min().item()} .. {labels.max().item()}")
-    labels, prototypes = labels.to(z.device), prototypes.to(device=z.device, dtype=z.dtype)   # follow z's device
+        raise ValueError(f"labels must lie in -1 (unlabelled) .. {k - 1} (num_classes - 1); "
+                         f"got {labels.min().item()} .. {labels.max().item()}")
+    # follow z's device
+    labels, prototypes = labels.to(z.device), prototypes.to(device=z.device, dtype=z.dtype)
     known = labels >= 0                                                    # (*b, n)
     y = labels.clamp_min(0)                                                # (*b, n)
     if prototypes.dim() == 2: c = prototypes[y]                            # (*b, n, d)
@@ -232,17 +251,21 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
         c = torch.gather(p, -2, y.unsqueeze(-1).expand(*y.shape, p.shape[-1]))  # (*b, n, d)
     d = (1 - prototype_similarity(z, c, similarity)) * known                # (*b, n)
     if reduction == 'sum': return d.sum(-1)
-    if reduction == 'anchor': return d.sum(-1) / z.shape[-2]                # eq. (4) beside a base loss averaged over the n anchors
+    if reduction == 'anchor':
+        return d.sum(-1) / z.shape[-2]                # eq. (4) beside a base loss averaged over the n anchors
     return d.sum(-1) / known.sum(-1).clamp_min(1)
 
+# %% ../nbs/10_losses.ipynb #00be5307
 class CLOP(nn.Module):
-    "CLOP prototype term (clop eq. 4): `λ · mean_{i∈S}(1 − s(z_i, c_{y_i}))` over labelled embeddings `(*b, n, d)` -> `(*b,)`."
+    """CLOP prototype term (clop eq. 4): `λ · mean_{i∈S}(1 − s(z_i, c_{y_i}))` over labelled embeddings
+    `(*b, n, d)` -> `(*b,)`."""
     def __init__(self, num_classes: int,          # k, number of classes (k <= dim for orthonormal prototypes)
                  dim: int,                        # d, embedding dimension
-                 prototypes: str | Tensor = 'orthonormal',  # 'orthonormal', 'etf', or a (k, d) tensor of your own
+                 # 'orthonormal', 'etf', or a (k, d) tensor of your own
+                 prototypes: str | Tensor = 'orthonormal',
                  similarity: str = 'cosine',      # 'cosine', 'euclidean' or 'manhattan'
                  weight: float = 1.0,             # λ (the paper's hand-tuned value: 1)
-                 reduction: str = 'mean',         # 'mean' over labelled embeddings, 'sum', or 'anchor' (sum / n)
+                 reduction: str = 'mean',  # 'mean' over labelled embeddings, 'sum', or 'anchor' (sum / n)
                  seed: int = 0,                   # draws the random prototypes
                 ):
         super().__init__()
@@ -251,7 +274,8 @@ class CLOP(nn.Module):
         self.weight = check_positive('weight', weight, strict=False)
         if isinstance(prototypes, Tensor):
             if prototypes.shape != (num_classes, dim):
-                raise ValueError(f"prototypes must have shape (num_classes, dim) = ({num_classes}, {dim}); got {tuple(prototypes.shape)}")
+                raise ValueError(f"prototypes must have shape (num_classes, dim) = ({num_classes}, {dim}); "
+                                 f"got {tuple(prototypes.shape)}")
             protos, self.kind = prototypes.detach().clone().float(), 'custom'
         else:
             protos = make_prototypes(prototypes, num_classes, dim, torch.Generator().manual_seed(seed))
@@ -261,18 +285,22 @@ class CLOP(nn.Module):
     def forward(self, z: Tensor,       # embeddings, (*b, n, d)
                 labels: Tensor,        # (*b, n) or (n,): class index, -1 where unlabelled
                ) -> Tensor:            # (*b,)
-        return self.weight * clop_term(z, labels, self.prototypes, self.similarity, self.reduction)   # prototypes follow z's device and dtype
+        # prototypes follow z's device and dtype
+        return self.weight * clop_term(z, labels, self.prototypes, self.similarity, self.reduction)
     def extra_repr(self) -> str:
         k, d = self.prototypes.shape
-        return f'num_classes={k}, dim={d}, prototypes={self.kind!r}, similarity={self.similarity!r}, weight={self.weight}'
+        return (f'num_classes={k}, dim={d}, prototypes={self.kind!r}, similarity={self.similarity!r}, '
+                f'weight={self.weight}')
 
+# %% ../nbs/10_losses.ipynb #5f280562
 class WithCLOP(nn.Module):
     "Any two-view base loss plus the CLOP term on both views' labelled embeddings: `(z1, z2, labels)` -> `(*b,)`."
     def __init__(self, base: nn.Module,  # a two-view loss, e.g. InfoNCE(); called as base(z1, z2)
                  clop: CLOP,             # the prototype term
                 ):
         super().__init__()
-        if not isinstance(clop, CLOP): raise ValueError(f"clop must be a CLOP module; got {type(clop).__name__}")
+        if not isinstance(clop, CLOP):
+            raise ValueError(f"clop must be a CLOP module; got {type(clop).__name__}")
         self.base, self.clop = base, clop
 
     def forward(self, z1: Tensor,    # first view, (*b, n, d)

@@ -12,8 +12,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .core import check_choice, check_positive
-from .losses import CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term, make_prototypes, vicreg
-from .mechanisms import GradScale, dist_info, gather_with_grad, margin_logits, soft_cross_entropy
+from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
+                                   make_prototypes, vicreg)
+from .mechanisms import (GradScale, dist_info, gather_with_grad, margin_logits,
+                                       soft_cross_entropy)
 from .models import PROJECTORS, make_projector, mlp, subvector
 from .similarity_losses import vrns_loss
 
@@ -23,9 +25,10 @@ __all__ = ['METHODS', 'CONTRASTIVE', 'EMA_METHODS', 'SIMCLR_TERMS', 'PUBLISHED',
            'SSLMethod']
 
 # %% ../nbs/16_methods.ipynb #16a00006
-METHODS = ('simclr', 'dcl', 'supcon', 'moco_v2', 'moco_v3', 'byol', 'simsiam', 'dino', 'barlow_twins', 'vicreg', 'directclr')
+METHODS = ('simclr', 'dcl', 'supcon', 'moco_v2', 'moco_v3', 'byol', 'simsiam', 'dino', 'barlow_twins',
+           'vicreg', 'directclr')
 CONTRASTIVE = ('simclr', 'dcl', 'supcon', 'moco_v2', 'moco_v3', 'directclr')   # losses with negatives
-EMA_METHODS = ('moco_v2', 'moco_v3', 'byol', 'dino')                            # a target network updated by EMA
+EMA_METHODS = ('moco_v2', 'moco_v3', 'byol', 'dino')  # a target network updated by EMA
 SIMCLR_TERMS = ('both', 'attraction', 'repulsion')                              # pitfalls Fig. 3
 
 # method -> projector (layers, hidden, out, last BN), predictor (hidden, out) or None, temperature, EMA base
@@ -48,11 +51,11 @@ def _check_int_field(name: str, v, lo: int = 1, allow_none: bool = False) -> Non
     if v is None and allow_none: return
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
         raise ValueError(f"{name} must be an integer >= {lo}{' or None' if allow_none else ''}; got {v!r}")
-
 def _check_float_field(name: str, v, strict: bool = False, allow_none: bool = False) -> None:
     if v is None and allow_none: return
     check_positive(name, v, strict=strict)
 
+# %% ../nbs/16_methods.ipynb #111ca1d6
 @dataclass
 class MethodConfig:
     "A method, its heads and the papers' mechanisms (validated on creation)."
@@ -60,7 +63,7 @@ class MethodConfig:
     temperature: float | None = None   # None: the published τ (table above)
     head_width: int | None = None      # hidden width of projector / predictor; None: published
     head_out: int | None = None        # output width of the projector (and predictor); None: published
-    projector: str = 'default'         # 'default' (published) or a DirectCLR ablation: one of models.PROJECTORS
+    projector: str = 'default'  # 'default' (published) or a DirectCLR ablation: one of models.PROJECTORS
     d0: int | None = None              # directclr: size of the sub-vector r[:d0] (and of low-rank projectors)
     random_subset: bool = False        # directclr: a random d0-subset of features each step instead of r[:d0]
     ema: float | None = None           # base momentum of the target network; None: published
@@ -81,7 +84,7 @@ class MethodConfig:
     m2: float = 0.0                    # margins: subtractive margin (Alg. 2)
     pos_scale: float = 1.0             # margins: positive emphasis s (Alg. 3)
     curvature: float | None = None     # margins: curvature c of the positive scale (Alg. 3); None: off
-    ratio_m1: float = 0.0              # margins: scale the positive by the ratio with this m₁ (Alg. 4); 0: off
+    ratio_m1: float = 0.0  # margins: scale the positive by the ratio with this m₁ (Alg. 4); 0: off
     attenuation: str | None = None     # margins: 'I' or 'II' (Algs. 5, 6); None: off
     alpha: float = 0.0                 # margins: attenuation factor α
 
@@ -95,36 +98,47 @@ class MethodConfig:
         check_choice('clop_prototypes', self.clop_prototypes, PROTOTYPES)
         check_choice('clop_similarity', self.clop_similarity, SIMILARITIES)
         check_choice('clop_weighting', self.clop_weighting, tuple(CLOP_WEIGHTINGS))
-        for name in ('head_width', 'head_out', 'd0'): _check_int_field(name, getattr(self, name), allow_none=True)
+        for name in ('head_width', 'head_out', 'd0'):
+            _check_int_field(name, getattr(self, name), allow_none=True)
         for name in ('queue_size', 'dino_out'): _check_int_field(name, getattr(self, name))
-        for name in ('temperature',): _check_float_field(name, getattr(self, name), strict=True, allow_none=True)
+        for name in ('temperature',):
+            _check_float_field(name, getattr(self, name), strict=True, allow_none=True)
         for name in ('dino_teacher_temp',): _check_float_field(name, getattr(self, name), strict=True)
         for name in ('bt_lambda', 'vrns_weight', 'clop_weight'): _check_float_field(name, getattr(self, name))
         for name in ('ema', 'dino_center_momentum'):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1):
-                raise ValueError(f"{name} must be a number in [0, 1){' or None' if name == 'ema' else ''}; got {v!r}")
-        if not (isinstance(self.label_frac, (int, float)) and not isinstance(self.label_frac, bool) and 0 < self.label_frac <= 1):
+                raise ValueError(
+                    f"{name} must be a number in [0, 1){' or None' if name == 'ema' else ''}; got {v!r}")
+        if not (isinstance(self.label_frac, (int, float)) and not isinstance(self.label_frac, bool)
+                and 0 < self.label_frac <= 1):
             raise ValueError(f"label_frac must be a number in (0, 1]; got {self.label_frac!r}")
         vw = self.vicreg_weights
         if not (isinstance(vw, (tuple, list)) and len(vw) == 3):
-            raise ValueError(f"vicreg_weights must be three non-negative numbers (invariance, variance, covariance); got {vw!r}")
+            raise ValueError(f"vicreg_weights must be three non-negative numbers (invariance, variance, "
+                             f"covariance); got {vw!r}")
         for v in vw: check_positive('vicreg_weights', v, strict=False)
-        if not isinstance(self.random_subset, bool): raise ValueError(f"random_subset must be True or False; got {self.random_subset!r}")
+        if not isinstance(self.random_subset, bool):
+            raise ValueError(f"random_subset must be True or False; got {self.random_subset!r}")
         self.grad_scale()                                                   # margins: its own checks
         self._check_combinations()
 
     def _check_combinations(self) -> None:
         m = self.method
-        if m == 'directclr' and self.d0 is None: raise ValueError('d0 must be set for method directclr (the sub-vector size)')
-        if m not in ('directclr',) and self.random_subset: raise ValueError("random_subset applies to method 'directclr' only")
+        if m == 'directclr' and self.d0 is None:
+            raise ValueError('d0 must be set for method directclr (the sub-vector size)')
+        if m not in ('directclr',) and self.random_subset:
+            raise ValueError("random_subset applies to method 'directclr' only")
         if self.projector != 'default' and m not in ('simclr', 'dcl', 'directclr'):
-            raise ValueError(f"projector applies to methods 'simclr', 'dcl' and 'directclr' (DirectCLR's ablations); got {m!r}")
+            raise ValueError(f"projector applies to methods 'simclr', 'dcl' and 'directclr' (DirectCLR's "
+                             f"ablations); got {m!r}")
         if self.projector in ('lowrank_fixed', 'lowrank_diag_fixed') and self.d0 is None:
             raise ValueError(f"projector {self.projector!r} needs d0 (its rank)")
-        if self.simclr_terms != 'both' and m != 'simclr': raise ValueError("simclr_terms applies to method 'simclr' only")
+        if self.simclr_terms != 'both' and m != 'simclr':
+            raise ValueError("simclr_terms applies to method 'simclr' only")
         if self.grad_scale().active and m not in ('simclr', 'moco_v2', 'moco_v3', 'byol'):
-            raise ValueError(f"the margins' gradient scaling applies to simclr, moco_v2, moco_v3 and byol (the margins paper's); got {m!r}")
+            raise ValueError(f"the margins' gradient scaling applies to simclr, moco_v2, "
+                             f"moco_v3 and byol (the margins paper's); got {m!r}")
         if self.grad_scale().active and self.simclr_terms != 'both':
             raise ValueError('the margins options and simclr_terms cannot be combined')
         if self.vrns_weight > 0 and m not in CONTRASTIVE:
@@ -155,10 +169,12 @@ class DinoHead(nn.Module):
 def make_heads(cfg: MethodConfig,        # the method and its head sizes
                feat_dim: int,            # width of the backbone's representation
                generator: torch.Generator | None = None,  # draws DirectCLR's fixed random projectors
-              ) -> tuple[nn.Module, nn.Module | None]:   # projector, predictor (None where the method has none)
+              # projector, predictor (None where the method has none)
+              ) -> tuple[nn.Module, nn.Module | None]:
     "A method's projector and predictor, at the published sizes or at cfg.head_width / cfg.head_out."
     pub = PUBLISHED[cfg.method]
-    if cfg.method == 'directclr' or cfg.projector not in ('default', 'mlp2'):   # DirectCLR's ablation projectors
+    # DirectCLR's ablation projectors
+    if cfg.method == 'directclr' or cfg.projector not in ('default', 'mlp2'):
         kind = 'none' if cfg.method == 'directclr' and cfg.projector == 'default' else cfg.projector
         return make_projector(kind, feat_dim, out_dim=cfg.head_out if kind in ('mlp2', 'linear') else None,
                               hidden_dim=cfg.head_width if kind == 'mlp2' else None,
@@ -169,14 +185,16 @@ def make_heads(cfg: MethodConfig,        # the method and its head sizes
     if cfg.method == 'dino': return DinoHead(feat_dim, hidden, out, cfg.dino_out), None
     proj = mlp(feat_dim, hidden, out, n_layers=layers, last_bn=last_bn)
     if pub['pred'] is None: return proj, None
-    p_hidden = pub['pred'][0] if cfg.head_width is None else max(1, cfg.head_width // (4 if cfg.method == 'simsiam' else 1))
+    p_hidden = (pub['pred'][0] if cfg.head_width is None
+                else max(1, cfg.head_width // (4 if cfg.method == 'simsiam' else 1)))
     return proj, mlp(out, p_hidden, out, n_layers=2)
 
 # %% ../nbs/16_methods.ipynb #16a00014
 def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
                      keys: Tensor,       # candidates, (M, d), ℓ2-normalized
                      pos: Tensor,        # (n,) index of each anchor's positive in keys
-                     self_idx: Tensor | None = None,  # (n,) index of the anchor itself in keys (masked out), or None
+                     # (n,) index of the anchor itself in keys (masked out), or None
+                     self_idx: Tensor | None = None,
                      tau: float = 0.5,   # temperature
                      spec: GradScale | None = None,   # margins' gradient scaling (None: plain logits)
                      terms: str = 'both',             # 'both', 'attraction' or 'repulsion'
@@ -186,7 +204,7 @@ def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
     cos = q @ keys.T                                                       # (n, M)
     n, M = cos.shape
     rows = torch.arange(n, device=q.device)
-    if self_idx is not None:                       # drop each anchor's own column: it is no candidate (Algs. 4, 5 sum rows)
+    if self_idx is not None:  # drop each anchor's own column: it is no candidate (Algs. 4, 5 sum rows)
         cols = torch.arange(M - 1, device=q.device).expand(n, -1)
         cols = cols + (cols >= self_idx[:, None]).long()                   # (n, M−1)
         cos, pos = cos.gather(1, cols), pos - (pos > self_idx).long()
@@ -206,7 +224,7 @@ def two_view_contrast(z1: Tensor, z2: Tensor,  # the two views' embeddings on th
     keys = gather_with_grad(h)                                             # (W·2n, d), process-major
     rank, _ = dist_info(); n = z1.shape[0]
     i = torch.arange(2 * n, device=h.device)
-    own = rank * 2 * n + i                                                 # (2n,) each anchor's own row in keys
+    own = rank * 2 * n + i  # (2n,) each anchor's own row in keys
     pos = rank * 2 * n + (i + n) % (2 * n)                                 # the other view of the same image
     return contrastive_loss(h, keys, pos, own, tau, spec, terms, decoupled)
 
@@ -278,20 +296,24 @@ class SSLMethod(nn.Module):
         self.projector, self.predictor = make_heads(cfg, backbone.out_dim, generator)
         self.target = None
         if cfg.method in EMA_METHODS:
-            self.target = nn.ModuleDict(dict(backbone=copy.deepcopy(backbone), projector=copy.deepcopy(self.projector)))
+            self.target = nn.ModuleDict(dict(backbone=copy.deepcopy(backbone),
+                                             projector=copy.deepcopy(self.projector)))
             for p in self.target.parameters(): p.requires_grad_(False)
         if cfg.method == 'moco_v2':
             d = self.projector.out_dim
-            self.register_buffer('queue', F.normalize(torch.randn(cfg.queue_size, d, generator=generator), dim=-1))
+            self.register_buffer('queue',
+                                 F.normalize(torch.randn(cfg.queue_size, d, generator=generator), dim=-1))
             self.register_buffer('queue_ptr', torch.zeros((), dtype=torch.long))
         if cfg.method == 'dino': self.register_buffer('center', torch.zeros(cfg.dino_out))
         if cfg.clop_weight > 0:
-            d = cfg.d0 if cfg.method == 'directclr' else self.projector.out_dim    # the width the loss compares
-            self.register_buffer('prototypes', make_prototypes(cfg.clop_prototypes, num_classes, d, generator))
+            d = cfg.d0 if cfg.method == 'directclr' else self.projector.out_dim  # the width the loss compares
+            self.register_buffer('prototypes',
+                                 make_prototypes(cfg.clop_prototypes, num_classes, d, generator))
         self.spec = cfg.grad_scale()
         self.subset_gen = None
         if cfg.random_subset:
-            self.subset_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
+            self.subset_gen = torch.Generator().manual_seed(
+                int(torch.randint(0, 2**31, (1,), generator=generator)))
 
     @property
     def ema_schedule(self) -> str: return 'constant' if self.cfg.method == 'moco_v2' else 'cosine'
@@ -328,7 +350,8 @@ class SSLMethod(nn.Module):
         "Every other network output the loss needs: predictions, target keys, the teacher (under autocast)."
         out = {}
         if self.predictor is not None: out['p1'], out['p2'] = self.predictor(z1), self.predictor(z2)
-        if self.target is not None: out['t1'], out['t2'] = self._target_embed(views[0]), self._target_embed(views[1])
+        if self.target is not None:
+            out['t1'], out['t2'] = self._target_embed(views[0]), self._target_embed(views[1])
         return out
 
     def forward(self, views: list[Tensor],        # augmented views, (B, C, H, W) each (two)
@@ -336,15 +359,17 @@ class SSLMethod(nn.Module):
                ) -> MethodOutput:
         "The method's loss on one batch of two views, with its terms, representations and embeddings."
         cfg, m = self.cfg, self.cfg.method
-        if len(views) != 2: raise ValueError(f'views must be a list of two augmented batches; got {len(views)}')
+        if len(views) != 2:
+            raise ValueError(f'views must be a list of two augmented batches; got {len(views)}')
         n = views[0].shape[0]
         if (m == 'supcon' or cfg.clop_weight > 0) and labels is None:
-            raise ValueError(f"labels are needed by method {m!r}{' with clop_weight > 0' if m != 'supcon' else ''}")
+            raise ValueError(
+                f"labels are needed by method {m!r}{' with clop_weight > 0' if m != 'supcon' else ''}")
         r = self.backbone(torch.cat(views))                                   # (2B, feat)
         z = self.projector(r)                                                 # (2B, d)
         r1, r2, z1, z2 = *r.split(n), *z.split(n)
         net = self._networks(views, z1, z2)
-        with torch.autocast(z.device.type, enabled=False):                   # similarities and statistics in fp32
+        with torch.autocast(z.device.type, enabled=False):  # similarities and statistics in fp32
             z1, z2 = _fp32(z1), _fp32(z2)
             net = {k: _fp32(v) for k, v in net.items()}
             if m == 'directclr': z1, z2 = subvector([z1, z2], cfg.d0, self.subset_gen)
@@ -363,21 +388,23 @@ class SSLMethod(nn.Module):
     def _ssl_loss(self, z1: Tensor, z2: Tensor, net: dict, labels: Tensor | None) -> Tensor:
         "The method's own loss (fp32) from the embeddings and the other network outputs."
         cfg, m, tau = self.cfg, self.cfg.method, self.cfg.resolved('temperature')
-        if m in ('simclr', 'dcl'): return two_view_contrast(z1, z2, tau, self.spec, cfg.simclr_terms, decoupled=m == 'dcl')
+        if m in ('simclr', 'dcl'):
+            return two_view_contrast(z1, z2, tau, self.spec, cfg.simclr_terms, decoupled=m == 'dcl')
         if m == 'directclr': return two_view_contrast(z1, z2, tau)
         if m == 'supcon': return supcon_loss(z1, z2, labels, tau)
         if m == 'moco_v2': return self._moco_v2(z1, z2, net, tau)
         if m == 'moco_v3': return self._moco_v3(net, tau)
         if m in ('byol', 'simsiam'): return self._predictive(z1, z2, net)
         if m == 'dino': return self._dino(z1, z2, net)
-        if m == 'barlow_twins': return barlow_twins(gather_with_grad(z1), gather_with_grad(z2), cfg.bt_lambda).squeeze()
+        if m == 'barlow_twins':
+            return barlow_twins(gather_with_grad(z1), gather_with_grad(z2), cfg.bt_lambda).squeeze()
         w = cfg.vicreg_weights
         return vicreg(gather_with_grad(z1), gather_with_grad(z2), w[0], w[1], w[2]).squeeze()
 
     def _moco_v2(self, z1, z2, net, tau):
         k1, k2 = F.normalize(net['t1'], dim=-1), F.normalize(net['t2'], dim=-1)     # keys, no gradient
         q1, q2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
-        queue = self.queue.clone()                        # this step's negatives; the new keys enter after the loss
+        queue = self.queue.clone()  # this step's negatives; the new keys enter after the loss
         loss = (self._queue_loss(q1, k2, queue, tau) + self._queue_loss(q2, k1, queue, tau)) / 2
         self._enqueue(torch.cat([k1, k2]))
         return loss
@@ -400,25 +427,30 @@ class SSLMethod(nn.Module):
     def _moco_v3(self, net, tau):
         "MoCo v3: predictions of one view against the other view's keys of every process, ×2τ, symmetrized."
         p1, p2 = F.normalize(net['p1'], dim=-1), F.normalize(net['p2'], dim=-1)
-        k1, k2 = (F.normalize(gather_with_grad(net[k]), dim=-1) for k in ('t1', 't2'))   # (W·n, d), no gradient
+        # (W·n, d), no gradient
+        k1, k2 = (F.normalize(gather_with_grad(net[k]), dim=-1) for k in ('t1', 't2'))
         rank, _ = dist_info(); n = p1.shape[0]
         pos = rank * n + torch.arange(n, device=p1.device)
-        return tau * (contrastive_loss(p1, k2, pos, None, tau, self.spec) + contrastive_loss(p2, k1, pos, None, tau, self.spec))
+        return tau * (contrastive_loss(p1, k2, pos, None, tau, self.spec)
+                      + contrastive_loss(p2, k1, pos, None, tau, self.spec))
 
     def _predictive(self, z1, z2, net):
         "BYOL (prediction vs EMA target) and SimSiam (prediction vs stop-gradient of the other branch)."
         t1, t2 = (net['t1'], net['t2']) if self.cfg.method == 'byol' else (z1.detach(), z2.detach())
-        cos = torch.stack([F.cosine_similarity(net['p1'], t2, dim=-1), F.cosine_similarity(net['p2'], t1, dim=-1)])
+        cos = torch.stack([F.cosine_similarity(net['p1'], t2, dim=-1),
+                           F.cosine_similarity(net['p2'], t1, dim=-1)])
         if self.cfg.method == 'simsiam': return -cos.mean()
-        if self.spec.active:                             # margins: one candidate per anchor, p = 1 (only positives), τ = 1
+        if self.spec.active:  # margins: one candidate per anchor, p = 1 (only positives), τ = 1
             cos = margin_logits(cos[..., None], torch.ones_like(cos[..., None]), 1.0, self.spec)[..., 0]
         return (2 - 2 * cos).mean()
 
     def _dino(self, z1, z2, net):
         "DINO: student = online head, teacher = EMA head; the centre follows the teacher's mean output."
         t = [net['t1'], net['t2']]
-        loss = dino_loss([z1, z2], t, self.center, self.cfg.resolved('temperature'), self.cfg.dino_teacher_temp)
+        loss = dino_loss([z1, z2], t, self.center, self.cfg.resolved('temperature'),
+                         self.cfg.dino_teacher_temp)
         with torch.no_grad():
             mean = gather_with_grad(torch.cat(t)).mean(0)
-            self.center.mul_(self.cfg.dino_center_momentum).add_(mean, alpha=1 - self.cfg.dino_center_momentum)
+            self.center.mul_(self.cfg.dino_center_momentum).add_(mean,
+                                                                 alpha=1 - self.cfg.dino_center_momentum)
         return loss

@@ -13,7 +13,8 @@ __all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'PAPER', 'Notebook', 'Section', 'P
 # %% ../nbs/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
 class Notebook:
-    "One runnable notebook of a section: its file under `nbs/`, its exported module, the papers whose results it computes."
+    """One runnable notebook of a section: its file under `nbs/`, its exported module, the papers whose
+    results it computes."""
     section: int          # section number, as in the paper map
     file: str             # file name under `nbs/`
     module: str           # exported module under `cosine_pitfalls` (holds its `PROFILES`)
@@ -47,7 +48,8 @@ PAPERS = {
     'lee': 'Lee, Lim, Lee, Sohn - On the Similarities of Embeddings in Contrastive Learning',
     'clop': 'Preventing Collapse in Contrastive Learning with Orthonormal Prototypes (CLOP)',
     'margins': 'Rho, Kim, Park, Park, Park - Understanding Contrastive Learning Through the Lens of Margins',
-    'directclr': 'Jing, Vincent, LeCun, Tian - Understanding Dimensional Collapse in Contrastive Self-Supervised Learning',
+    'directclr': 'Jing, Vincent, LeCun, Tian - Understanding Dimensional Collapse in Contrastive '
+                 'Self-Supervised Learning',
 }
 
 # %% ../nbs/00_paper.ipynb #f3d08016
@@ -68,70 +70,171 @@ class PaperResult:
         "`figure`, `table` or `theory`, read off the ID."
         tail = self.id.split('.', 1)[1]
         return 'figure' if tail.startswith('fig') else 'table' if tail.startswith('table') else 'theory'
-
 def _r(id, section, paper): return PaperResult(id, section, paper)
 
+# %% ../nbs/00_paper.ipynb #597941d0
 PAPER = {r.id: r for r in [
-    _r('pitfalls.prop1', 1, '∇_{z_i} of L^A = −ẑ_iᵀẑ_j is −(1/‖z_i‖)(I − ẑ_iẑ_iᵀ)ẑ_j, orthogonal to z_i, with norm sin φ_ij / ‖z_i‖'),
-    _r('pitfalls.cor2', 1, "one gradient step on the cosine loss (or InfoNCE) never shrinks the embedding: ‖z_i'‖² = ‖z_i‖² + γ²‖∇‖² ≥ ‖z_i‖²"),
-    _r('pitfalls.thm3', 1, 'for equal norms ρ, one simultaneous step with rate γ raises the cosine similarity by exactly (γ sin²φ/ρ²)(2 − γ cos φ/ρ²) (A.3), hence < 2γ sin²φ/ρ²: check exact value and bound'),
-    _r('pitfalls.cor4', 1, 'InfoNCE gradient w.r.t. z_i is −(1/‖z_i‖)[(ẑ_j)_⊥ + Σ_k (ẑ_k · ExpSim/S_i)_⊥] (Eq. 4 as printed), with and without temperature'),
-    _r('pitfalls.prop5', 1, 'P[ẑ_iᵀẑ_j ≥ 1−ε] ≤ 1/(2d(1−ε)²) for i.i.d. Gaussians; table of bound vs Monte Carlo over d and ε'),
-    _r('margins.thm41', 1, 'with margins, ∂L_i/∂θ_ij = ∂L̃_i/∂θ_ij · sin(θ_ij+m₁p_ij)/sin θ_ij · (p_ij−βq_ij)/(p_ij−βq̃_ij)'),
+    _r('pitfalls.prop1', 1, '∇_{z_i} of L^A = −ẑ_iᵀẑ_j is −(1/‖z_i‖)(I − ẑ_iẑ_iᵀ)ẑ_j, orthogonal to z_i, '
+                            'with norm sin φ_ij / ‖z_i‖'),
+    _r('pitfalls.cor2', 1, "one gradient step on the cosine loss (or InfoNCE) never shrinks the embedding: "
+                           "‖z_i'‖² = ‖z_i‖² + γ²‖∇‖² ≥ ‖z_i‖²"),
+    _r('pitfalls.thm3', 1, 'for equal norms ρ, one simultaneous step with rate γ raises the cosine '
+                           'similarity by exactly (γ sin²φ/ρ²)(2 − γ cos φ/ρ²) (A.3), hence < 2γ sin²φ/ρ²: '
+                           'check exact value and bound'),
+    _r('pitfalls.cor4', 1, 'InfoNCE gradient w.r.t. z_i is −(1/‖z_i‖)[(ẑ_j)_⊥ + Σ_k (ẑ_k · ExpSim/S_i)_⊥] '
+                           '(Eq. 4 as printed), with and without temperature'),
+    _r('pitfalls.prop5', 1,
+       'P[ẑ_iᵀẑ_j ≥ 1−ε] ≤ 1/(2d(1−ε)²) for i.i.d. Gaussians; table of bound vs Monte Carlo over d and ε'),
+    _r('margins.thm41', 1,
+       'with margins, ∂L_i/∂θ_ij = ∂L̃_i/∂θ_ij · sin(θ_ij+m₁p_ij)/sin θ_ij · (p_ij−βq_ij)/(p_ij−βq̃_ij)'),
     _r('margins.lemma42', 1, 'for β=1 and one-hot p, the ratio equals Σexp(δ̃)/Σexp(δ)'),
     _r('margins.lemma43', 1, 'the subtractive margin multiplies every gradient by 1/(1−(1−η_il)q̃_il)'),
     _r('margins.lemma44', 1, 'as m₂→∞ the positive gradient tends to sin(θ_il+m₁)/τ'),
     _r('margins.fig1', 1, 'map of ∂L̃/∂θ for positive and negative samples over (θ, q), τ=0.25, β=1'),
-    _r('margins.fig2', 1, 'maps of the two multipliers for m₁=0.4, τ=0.25 (green line where the weight is 1)'),
+    _r('margins.fig2', 1,
+       'maps of the two multipliers for m₁=0.4, τ=0.25 (green line where the weight is 1)'),
     _r('margins.fig8', 1, 'maps of the ratio (p−βq)/(p−βq̃) over (θ⁺, q̃⁺) for several m₁ and τ'),
-    _r('clop.lemma1', 1, 'identical or co-linear (±) embeddings give an exactly zero InfoNCE gradient w.r.t. the unnormalized embeddings'),
-    _r('clop.thm1', 1, 'learning-rate bound η ≤ (2k³−5k²+5k−2)/(k³−3k²+4k−2) = 2+O(1/k); table over k (k=30 gives 2.03)'),
-    _r('clop.lemma2', 1, 'replacing one of k full-rank unit class embeddings by its normalized (sign-chosen) projection onto the span of the others lowers L_class'),
-    _r('lee.thm52', 1, 'for any normalized embeddings, E[s_pos] ≤ 1 + (E[s_neg] + 1/(n−1)): check on random and on optimized configurations'),
-    _r('directclr.lemma1', 1, "linear model z = Wx under InfoNCE (eq. 2): autograd gradient equals G = Σ(g_z x ᵀ + g_z' x'ᵀ)"),
+    _r('clop.lemma1', 1, 'identical or co-linear (±) embeddings give an exactly zero InfoNCE gradient w.r.t. '
+                         'the unnormalized embeddings'),
+    _r('clop.thm1', 1,
+       'learning-rate bound η ≤ (2k³−5k²+5k−2)/(k³−3k²+4k−2) = 2+O(1/k); table over k (k=30 gives 2.03)'),
+    _r('clop.lemma2', 1, 'replacing one of k full-rank unit class embeddings by its normalized (sign-chosen) '
+                         'projection onto the span of the others lowers L_class'),
+    _r('lee.thm52', 1, 'for any normalized embeddings, E[s_pos] ≤ 1 + (E[s_neg] + 1/(n−1)): '
+                       'check on random and on optimized configurations'),
+    _r('directclr.lemma1', 1,
+       "linear model z = Wx under InfoNCE (eq. 2): autograd gradient equals G = Σ(g_z x ᵀ + g_z' x'ᵀ)"),
     _r('directclr.lemma2', 1, 'X (eq. 6) equals Σ̂₀ − Σ̂₁ (eq. 7) numerically'),
-    _r('pitfalls.fig2', 2, "positive pairs in R^20 with mean norm ρ and angle φ; apply the Prop. 1 gradients until mean cosine > 0.999; heatmap of steps over (ρ, φ). Claim: both effects slow convergence quadratically; large norms much worse (≈100× over the paper's range) than large angles (≈2×)"),
+    _r('pitfalls.fig2', 2, "positive pairs in R^20 with mean norm ρ and angle φ; "
+                           "apply the Prop. 1 gradients until mean cosine > 0.999; heatmap of steps over (ρ, "
+                           "φ). Claim: both effects slow convergence quadratically; "
+                           "large norms much worse (≈100× over the paper's range) than large angles (≈2×)"),
     _r('pitfalls.fig1', 2, 'trajectory of z_i under repeated cosine steps: norm grows every step (Cor. 2)'),
-    _r('clop.fig3', 2, 'k=30 unit vectors in R^100, gradient descent on the pairwise cosine sum with re-normalization each step. Left/middle: singular-value spectra over training for lr 2.0 (success) and 2.1 (complete collapse: one non-zero singular value). Right: highest non-collapsing lr over 5 trials vs k, against the Theorem 1 bound (bound slightly below the empirical maximum)'),
-    _r('clop.fig4', 2, 'from Gaussian init, minimizing the pairwise cosine sum converges to rank k−1 with unequal pairwise similarities (not a simplex ETF); show rank and the spread of pairwise similarities'),
-    _r('lee.thm51', 2, 'full batch: optimize n free unit embeddings U, V (n ≤ d+1) under L_info-sym (SimCLR-style, c₂ ∈ {0,1}) and L_ind-add (SigLIP-style, (c₁,c₂) ∈ {(1,0),(0,1),(1,1)}); report s_pos and mean/variance of s_neg. Claim: s_pos = 1 and s_neg = −1/(n−1) except ind-add (1,0) with ϕ′(1) ≪ ψ′(−1/(n−1)), where s_pos < 1 and s_neg < −1/(n−1) (Thm 5.3)'),
-    _r('lee.thm55', 2, 'mini-batches of size m out of n: variance of s_neg grows as m shrinks (O(1/m)); adding L_VRNS (Def. 5.7) lowers it'),
-    _r('directclr.fig3', 2, 'one 16×16 linear layer, isotropic Gaussian input, additive Gaussian augmentation with covariance block_diag(0, k·I₈); weight singular-value spectrum vs k: strong augmentation → vanishing singular values'),
-    _r('directclr.fig5', 2, 'two-layer linear 16×16 model, InfoNCE, plain SGD: |A| = |V₂ᵀU₁| → identity (init with distinct singular values)'),
-    _r('directclr.fig6', 2, 'same model: singular values of W₁, W₂ and of the embedding covariance over training; the smallest stay small'),
-    _r('directclr.fig11', 2, 'embedding spectrum for 1–4 layers, linear and with ReLU: more layers → more collapsed dimensions; one layer → none'),
-    _r('clop.table5', 3, '500 points in R³, 3 classes, each class on its own line through the origin (random direction) plus Gaussian noise (variance 0.05). 3-layer MLP, 3-d output. Augmentation: Gaussian noise (variance 0.05) and a random sign flip with p=0.5. Baselines InfoNCE, DCL, Barlow Twins, VICReg trained self-supervised; then kNN (k=5) fit on 10% labels, scored on the other 90%. Each baseline + CLOP (λ=1, orthonormal prototypes from an SVD of random vectors, cosine similarity, same 10% labels). Table: kNN accuracy mean ± std over ≥5 seeds; figure: 3-D scatter of output embeddings per method (8 panels). Claim: CLOP raises accuracy and spreads classes toward orthogonal directions; InfoNCE/DCL embeddings fall toward a lower-dimensional subspace'),
+    _r('clop.fig3', 2, 'k=30 unit vectors in R^100, gradient descent on the pairwise cosine sum with '
+                       're-normalization each step. Left/middle: singular-value spectra over training for lr '
+                       '2.0 (success) and 2.1 (complete collapse: one non-zero singular value). Right: '
+                       'highest non-collapsing lr over 5 trials vs k, against the Theorem 1 bound (bound '
+                       'slightly below the empirical maximum)'),
+    _r('clop.fig4', 2, 'from Gaussian init, minimizing the pairwise cosine sum converges to rank k−1 with '
+                       'unequal pairwise similarities (not a simplex ETF); '
+                       'show rank and the spread of pairwise similarities'),
+    _r('lee.thm51', 2, 'full batch: optimize n free unit embeddings U, '
+                       'V (n ≤ d+1) under L_info-sym (SimCLR-style, c₂ ∈ {0,1}) and L_ind-add (SigLIP-style, '
+                       '(c₁,c₂) ∈ {(1,0),(0,1),(1,1)}); report s_pos and mean/variance of s_neg. Claim: '
+                       's_pos = 1 and s_neg = −1/(n−1) except ind-add (1,0) with ϕ′(1) ≪ ψ′(−1/(n−1)), '
+                       'where s_pos < 1 and s_neg < −1/(n−1) (Thm 5.3)'),
+    _r('lee.thm55', 2, 'mini-batches of size m out of n: variance of s_neg grows as m shrinks (O(1/m)); '
+                       'adding L_VRNS (Def. 5.7) lowers it'),
+    _r('directclr.fig3', 2, 'one 16×16 linear layer, isotropic Gaussian input, '
+                            'additive Gaussian augmentation with covariance block_diag(0, k·I₈); '
+                            'weight singular-value spectrum vs k: strong augmentation → vanishing singular '
+                            'values'),
+    _r('directclr.fig5', 2, 'two-layer linear 16×16 model, InfoNCE, plain SGD: '
+                            '|A| = |V₂ᵀU₁| → identity (init with distinct singular values)'),
+    _r('directclr.fig6', 2, 'same model: singular values of W₁, W₂ and of the embedding covariance over '
+                            'training; the smallest stay small'),
+    _r('directclr.fig11', 2, 'embedding spectrum for 1–4 layers, linear and with ReLU: '
+                             'more layers → more collapsed dimensions; one layer → none'),
+    _r('clop.table5', 3, '500 points in R³, 3 classes, each class on its own line through the origin (random '
+                         'direction) plus Gaussian noise (variance 0.05). 3-layer MLP, '
+                         '3-d output. Augmentation: Gaussian noise (variance 0.05) and a random sign flip '
+                         'with p=0.5. Baselines InfoNCE, DCL, Barlow Twins, VICReg trained self-supervised; '
+                         'then kNN (k=5) fit on 10% labels, scored on the other 90%. Each baseline + CLOP '
+                         '(λ=1, orthonormal prototypes from an SVD of random vectors, cosine similarity, '
+                         'same 10% labels). Table: kNN accuracy mean ± std over ≥5 seeds; figure: '
+                         '3-D scatter of output embeddings per method (8 panels). Claim: '
+                         'CLOP raises accuracy and spreads classes toward orthogonal directions; '
+                         'InfoNCE/DCL embeddings fall toward a lower-dimensional subspace'),
     _r('clop.etf', 3, 'same with simplex-ETF prototypes instead of orthonormal ones'),
     _r('clop.table1_synthetic', 3, 'λ ∈ {0.1, 0.5, 1.0, 1.5} on the synthetic data'),
     _r('clop.table2_synthetic', 3, 'similarity in the CLOP term: cosine, Euclidean, Manhattan'),
-    _r('directclr.table1', 4, 'SimCLR 2-layer MLP projector 66.5; 1-layer linear projector 61.1; no projector 51.5; DirectCLR (InfoNCE on r[:d₀], no projector) 62.7'),
-    _r('directclr.table2', 4, 'no projector 51.5; orthogonal projector 52.2; trainable linear 61.1; trainable diagonal 60.2; fixed low-rank 62.3; fixed low-rank diagonal 62.7'),
-    _r('directclr.subvector', 4, 'linear probe on r[:d₀] only: 47.9 (rest of r still useful); random d₀ features each step instead of a fixed sub-vector: 43.0'),
-    _r('directclr.fig9', 4, 'log singular values of the representation covariance: SimCLR without projector collapses, DirectCLR and SimCLR with projector do not (also `directclr.fig2`, embedding spectrum with projector)'),
-    _r('directclr.fig2', 4, 'singular value spectrum of the embedding space (the 128-d projector output of a pretrained SimCLR, ImageNet validation set): "A number of singular values drop to zero, indicating collapsed dimensions" (its Figure 2 caption)'),
+    _r('directclr.table1', 4, 'SimCLR 2-layer MLP projector 66.5; 1-layer linear projector 61.1; '
+                              'no projector 51.5; DirectCLR (InfoNCE on r[:d₀], no projector) 62.7'),
+    _r('directclr.table2', 4, 'no projector 51.5; orthogonal projector 52.2; trainable linear 61.1; '
+                              'trainable diagonal 60.2; fixed low-rank 62.3; fixed low-rank diagonal 62.7'),
+    _r('directclr.subvector', 4, 'linear probe on r[:d₀] only: 47.9 (rest of r still useful); '
+                                 'random d₀ features each step instead of a fixed sub-vector: 43.0'),
+    _r('directclr.fig9', 4, 'log singular values of the representation covariance: '
+                            'SimCLR without projector collapses, DirectCLR and SimCLR with projector do not '
+                            '(also `directclr.fig2`, embedding spectrum with projector)'),
+    _r('directclr.fig2', 4, 'singular value spectrum of the embedding space (the 128-d projector output of a '
+                            'pretrained SimCLR, ImageNet validation set): "A number of singular values drop '
+                            'to zero, indicating collapsed dimensions" (its Figure 2 caption)'),
     _r('directclr.fig12', 4, 'accuracy vs d₀'),
-    _r('pitfalls.table1', 5, 'CIFAR-10, kNN / mean ‖z‖ by weight decay λ. SimCLR: 5e-2 10.0/0.0, 5e-3 54.0/0.10, 5e-4 81.3/0.41, 5e-6 75.7/13.5, 0 75.3/16.4. SimSiam: 10.0/0.0, 57.2/0.47, 73.3/0.81, 48.2/24.5, 47.9/31.4. BYOL: 10.0/0.0, 78.0/0.45, 74.3/0.70, 47.8/23.2, 47.3/30.1'),
-    _r('pitfalls.table2', 5, 'share of positive pairs with angle > π/2 at epoch 1 → 16: SimCLR IN-100 2%→0%, C-100 11%→1%; SimSiam 26%→1%, 21%→0%; BYOL 28%→1%, 20%→0%'),
-    _r('pitfalls.table3', 5, 'kNN, default vs cut-init (c=3 SimCLR, c=9 SimSiam/BYOL). Columns C-10 @100,500; C-100 @100,300,500; IN-100 @100,300,500; Flowers @100,300,500. SimCLR default 75.7 85.2 / 33.9 48.1 51.9 / 44.6 55.9 59.4 / 18.9 28.3 35.8; cut 79.6 86.1 / 42.3 50.8 52.6 / 46.7 58.1 60.9 / 23.7 50.8 65.3. SimSiam default 67.1 87.0 / 23.7 50.1 58.6 / 33.6 61.1 62.0 / 15.3 16.5 16.9; cut 77.7 89.0 / 41.1 59.4 61.7 / 52.9 63.7 67.2 / 15.9 27.6 38.5. BYOL default 69.5 88.2 / 18.8 53.5 61.9 / 26.0 65.8 67.7 / 16.1 17.4 17.1; cut 82.2 88.6 / 46.2 62.4 61.4 / 54.2 68.7 68.6 / 15.9 27.6 43.1'),
-    _r('pitfalls.table4', 5, "IN-100 kNN top-1/top-5 @100: MoCo v2 c=1 38.7/69.7, c=3 43.8/71.8; MoCo v3 54.8/82.7, 58.8/86.0; DINO 43.7/76.6, 29.0/55.6 (DINO's loss does not use cosine similarity: cut-init should not help)"),
-    _r('pitfalls.table5', 5, 'SimCLR C-100 kNN @100, c × λ (1e-8, 1e-6*, 5e-6, 1e-5): c=1 40.8 40.5 40.9 41.5; c=2 42.7 42.8 42.9 42.2; c=4 42.3 41.4 42.0 41.1; c=8 37.1 36.8 37.9 37.3'),
-    _r('pitfalls.table6', 5, 'SimSiam IN-100 kNN @100, c × λ (5e-5, 1e-4, 5e-4*, 1e-3): c=1 36.7 38.5 40.5 44.7; c=2 41.1 44.0 48.8 42.1; c=4 40.2 41.2 49.8 49.1; c=8 44.4 46.4 50.2 53.2'),
-    _r('pitfalls.fig3', 5, 'mean embedding norm over training for SimCLR optimizing attraction only / repulsion only / both, and vs weight decay for SimCLR/SimSiam/BYOL: norms grow without weight decay'),
-    _r('pitfalls.fig4', 5, '2-d latent space, lines between positive pairs coloured by cosine similarity, SimCLR vs BYOL, at several epochs'),
+    _r('pitfalls.table1', 5, 'CIFAR-10, kNN / mean ‖z‖ by weight decay λ. SimCLR: 5e-2 10.0/0.0, '
+                             '5e-3 54.0/0.10, 5e-4 81.3/0.41, 5e-6 75.7/13.5, 0 75.3/16.4. SimSiam: '
+                             '10.0/0.0, 57.2/0.47, 73.3/0.81, 48.2/24.5, 47.9/31.4. BYOL: 10.0/0.0, '
+                             '78.0/0.45, 74.3/0.70, 47.8/23.2, 47.3/30.1'),
+    _r('pitfalls.table2', 5, 'share of positive pairs with angle > π/2 at epoch 1 → 16: SimCLR IN-100 2%→0%, '
+                             'C-100 11%→1%; SimSiam 26%→1%, 21%→0%; BYOL 28%→1%, 20%→0%'),
+    _r('pitfalls.table3', 5, 'kNN, default vs cut-init (c=3 SimCLR, c=9 SimSiam/BYOL). Columns C-10 '
+                             '@100,500; C-100 @100,300,500; IN-100 @100,300,500; '
+                             'Flowers @100,300,500. SimCLR default 75.7 85.2 / 33.9 48.1 51.9 / 44.6 55.9 '
+                             '59.4 / 18.9 28.3 35.8; cut 79.6 86.1 / 42.3 50.8 52.6 / 46.7 58.1 60.9 / 23.7 '
+                             '50.8 65.3. SimSiam default 67.1 87.0 / 23.7 50.1 58.6 / 33.6 61.1 62.0 / 15.3 '
+                             '16.5 16.9; cut 77.7 89.0 / 41.1 59.4 61.7 / 52.9 63.7 67.2 / 15.9 27.6 38.5. '
+                             'BYOL default 69.5 88.2 / 18.8 53.5 61.9 / 26.0 65.8 67.7 / 16.1 17.4 17.1; '
+                             'cut 82.2 88.6 / 46.2 62.4 61.4 / 54.2 68.7 68.6 / 15.9 27.6 43.1'),
+    _r('pitfalls.table4', 5, "IN-100 kNN top-1/top-5 @100: MoCo v2 c=1 38.7/69.7, c=3 43.8/71.8; "
+                             "MoCo v3 54.8/82.7, 58.8/86.0; DINO 43.7/76.6, 29.0/55.6 (DINO's loss does not "
+                             "use cosine similarity: cut-init should not help)"),
+    _r('pitfalls.table5', 5, 'SimCLR C-100 kNN @100, c × λ (1e-8, 1e-6*, 5e-6, 1e-5): '
+                             'c=1 40.8 40.5 40.9 41.5; c=2 42.7 42.8 42.9 42.2; c=4 42.3 41.4 42.0 41.1; '
+                             'c=8 37.1 36.8 37.9 37.3'),
+    _r('pitfalls.table6', 5, 'SimSiam IN-100 kNN @100, c × λ (5e-5, 1e-4, 5e-4*, 1e-3): '
+                             'c=1 36.7 38.5 40.5 44.7; c=2 41.1 44.0 48.8 42.1; c=4 40.2 41.2 49.8 49.1; '
+                             'c=8 44.4 46.4 50.2 53.2'),
+    _r('pitfalls.fig3', 5, 'mean embedding norm over training for SimCLR optimizing attraction only / '
+                           'repulsion only / both, and vs weight decay for SimCLR/SimSiam/BYOL: '
+                           'norms grow without weight decay'),
+    _r('pitfalls.fig4', 5, '2-d latent space, lines between positive pairs coloured by cosine similarity, '
+                           'SimCLR vs BYOL, at several epochs'),
     _r('pitfalls.fig5', 5, 'norms and kNN accuracy over training for c ∈ {0.5, 1, 2, 4, …}, λ=5e-4'),
-    _r('lee.table_var', 5, 'ResNet-18, CIFAR-10: variance of negative-pair similarities by batch size, SimCLR vs SimCLR+L_VRNS: 32 0.1649/0.1008; 64 0.1505/0.0952; 128 0.1444/0.0929; 256 0.1404/0.0921; 512 0.1396/0.0917; plus accuracy with and without L_VRNS'),
-    _r('clop.fig6', 5, 'top-1 vs batch size (32…2048, lr = 0.3·bs/256) and vs learning rate (0.1…10, bs 1024): SupCon / InfoNCE+linear vs +CLOP (orthonormal) vs +ETF prototypes, 10% and 100% labels. Claim: CLOP degrades least at small batches and large lr; baselines collapse at lr 10'),
-    _r('clop.fig7', 5, 'top-1 vs batch size (32…2048, lr = 0.3·bs/256) and vs learning rate (0.1…10, bs 1024): SupCon / InfoNCE+linear vs +CLOP (orthonormal) vs +ETF prototypes, 10% and 100% labels. Claim: CLOP degrades least at small batches and large lr; baselines collapse at lr 10'),
-    _r('clop.table1', 5, 'λ ablation (SupCon, bs 1024), top-1/top-5 C-100 and Tiny-ImageNet: 0.1 .745/.935, .616/.868; 0.5 .740/.931, .695/.909; 1.0 .754/.938, .696/.900; 1.5 .760/.937, .696/.893'),
-    _r('clop.table2', 5, 'similarity in the CLOP term (C-100): cosine .754/.938, Euclidean .749/.933, Manhattan .715/.899'),
-    _r('clop.table3', 5, 'augmentation (Tiny-ImageNet): RandAug .696/.9, AutoAugment-ImageNet .546/.776, SimCLR .499/.77'),
-    _r('margins.table1', 5, 'linear probe, attenuation type I/II with α ∈ {0, 0.25, 1}. MoCo α=0: C-10 89.413, C-100 60.956, STL 87.629, TIN 42.133; α=.25 I/II 89.376/89.713, 60.857/61.217, 87.292/87.455, 42.420/42.460; α=1 89.743/89.633, 60.997/61.263, 87.329/87.442, 42.797/42.510. SimCLR α=0: 89.653, 62.655, 87.188, 44.184; α=.25 89.867/89.557, 62.407/62.763, 87.200/87.042, 44.206/44.197; α=1 89.735/89.767, 62.840/62.800, 87.300/87.317, 44.260/44.260'),
-    _r('margins.table2', 5, 'linear probe (C-10, C-100, STL-10, TIN). MoCo 89.41 60.96 87.63 42.13; +margins 89.84 61.80 87.69 42.86; +pos 90.66 65.41 90.36 48.27; +pos&curv 90.87 66.10 90.36 48.50; +ratio 90.10 61.77 88.00 43.28. SimCLR 89.65 62.66 87.19 44.18; +margins 90.45 63.51 87.43 44.59; +pos 89.70 62.92 87.28 44.35; +pos&curv 90.19 63.50 87.35 44.38; +ratio 89.92 63.44 87.66 45.01. BYOL 90.28 61.01 87.55 41.85; +curv 90.49 61.17 88.05 43.33 (± values in the paper)'),
-    _r('margins.table3', 5, 'transfer (C-100→C-10, C-10→C-100, TIN→STL, STL→TIN). MoCo 75.42 43.59 72.01 31.14; +margins 75.38 43.19 72.15 30.54; +pos 78.85 55.11 78.10 41.83; +pos&curv 78.60 52.94 78.73 41.78; +ratio 76.03 44.11 72.57 32.07. SimCLR 77.30 48.85 75.53 35.11; +margins 76.38 47.02 75.62 34.75; +pos 76.89 49.09 75.68 35.07; +pos&curv 76.62 48.68 75.57 34.28; +ratio 77.44 49.90 75.98 35.24. BYOL 75.09 41.56 69.43 30.31; +curv 74.82 39.45 72.44 29.26'),
-    _r('margins.table4', 5, 'ImageNet ResNet-50 @100 linear: MoCo v3 68.9 → +pos&curv 70.9; SimCLR 64.7 → 65.7'),
-    _r('margins.fig3', 5, 'positive-emphasis scale s sweep (MoCo, SimCLR): accuracy rises then falls for MoCo; flat for SimCLR at bs 256'),
+    _r('lee.table_var', 5, 'ResNet-18, CIFAR-10: variance of negative-pair similarities by batch size, '
+                           'SimCLR vs SimCLR+L_VRNS: 32 0.1649/0.1008; 64 0.1505/0.0952; 128 0.1444/0.0929; '
+                           '256 0.1404/0.0921; 512 0.1396/0.0917; plus accuracy with and without L_VRNS'),
+    _r('clop.fig6', 5, 'top-1 vs batch size (32…2048, lr = 0.3·bs/256) and vs learning rate (0.1…10, '
+                       'bs 1024): SupCon / InfoNCE+linear vs +CLOP (orthonormal) vs +ETF prototypes, '
+                       '10% and 100% labels. Claim: CLOP degrades least at small batches and large lr; '
+                       'baselines collapse at lr 10'),
+    _r('clop.fig7', 5, 'top-1 vs batch size (32…2048, lr = 0.3·bs/256) and vs learning rate (0.1…10, '
+                       'bs 1024): SupCon / InfoNCE+linear vs +CLOP (orthonormal) vs +ETF prototypes, '
+                       '10% and 100% labels. Claim: CLOP degrades least at small batches and large lr; '
+                       'baselines collapse at lr 10'),
+    _r('clop.table1', 5, 'λ ablation (SupCon, bs 1024), top-1/top-5 C-100 and Tiny-ImageNet: 0.1 .745/.935, '
+                         '.616/.868; 0.5 .740/.931, .695/.909; 1.0 .754/.938, .696/.900; 1.5 .760/.937, '
+                         '.696/.893'),
+    _r('clop.table2', 5,
+       'similarity in the CLOP term (C-100): cosine .754/.938, Euclidean .749/.933, Manhattan .715/.899'),
+    _r('clop.table3', 5,
+       'augmentation (Tiny-ImageNet): RandAug .696/.9, AutoAugment-ImageNet .546/.776, SimCLR .499/.77'),
+    _r('margins.table1', 5, 'linear probe, attenuation type I/II with α ∈ {0, 0.25, 1}. MoCo α=0: '
+                            'C-10 89.413, C-100 60.956, STL 87.629, TIN 42.133; α=.25 I/II 89.376/89.713, '
+                            '60.857/61.217, 87.292/87.455, 42.420/42.460; α=1 89.743/89.633, 60.997/61.263, '
+                            '87.329/87.442, 42.797/42.510. SimCLR α=0: 89.653, 62.655, 87.188, 44.184; '
+                            'α=.25 89.867/89.557, 62.407/62.763, 87.200/87.042, 44.206/44.197; '
+                            'α=1 89.735/89.767, 62.840/62.800, 87.300/87.317, 44.260/44.260'),
+    _r('margins.table2', 5, 'linear probe (C-10, C-100, STL-10, TIN). MoCo 89.41 60.96 87.63 42.13; '
+                            '+margins 89.84 61.80 87.69 42.86; +pos 90.66 65.41 90.36 48.27; '
+                            '+pos&curv 90.87 66.10 90.36 48.50; +ratio 90.10 61.77 88.00 43.28. SimCLR 89.65 '
+                            '62.66 87.19 44.18; +margins 90.45 63.51 87.43 44.59; '
+                            '+pos 89.70 62.92 87.28 44.35; +pos&curv 90.19 63.50 87.35 44.38; '
+                            '+ratio 89.92 63.44 87.66 45.01. BYOL 90.28 61.01 87.55 41.85; '
+                            '+curv 90.49 61.17 88.05 43.33 (± values in the paper)'),
+    _r('margins.table3', 5, 'transfer (C-100→C-10, C-10→C-100, TIN→STL, STL→TIN). MoCo 75.42 43.59 72.01 '
+                            '31.14; +margins 75.38 43.19 72.15 30.54; +pos 78.85 55.11 78.10 41.83; '
+                            '+pos&curv 78.60 52.94 78.73 41.78; +ratio 76.03 44.11 72.57 32.07. SimCLR 77.30 '
+                            '48.85 75.53 35.11; +margins 76.38 47.02 75.62 34.75; '
+                            '+pos 76.89 49.09 75.68 35.07; +pos&curv 76.62 48.68 75.57 34.28; '
+                            '+ratio 77.44 49.90 75.98 35.24. BYOL 75.09 41.56 69.43 30.31; '
+                            '+curv 74.82 39.45 72.44 29.26'),
+    _r('margins.table4', 5,
+       'ImageNet ResNet-50 @100 linear: MoCo v3 68.9 → +pos&curv 70.9; SimCLR 64.7 → 65.7'),
+    _r('margins.fig3', 5, 'positive-emphasis scale s sweep (MoCo, SimCLR): '
+                          'accuracy rises then falls for MoCo; flat for SimCLR at bs 256'),
     _r('margins.fig4', 5, 'SimCLR: optimal s grows with batch size'),
-    _r('margins.fig5', 5, 'curvature c ∈ {1/3, 0.5, 0.7, 1, 1.5, 2.5, 5} at s = 1: negligible unless c is very small'),
+    _r('margins.fig5', 5,
+       'curvature c ∈ {1/3, 0.5, 0.7, 1, 1.5, 2.5, 5} at s = 1: negligible unless c is very small'),
     _r('margins.fig6', 5, 'MoCo (s, c) grid: c matters more as s grows; c ≈ 1 or above is best'),
     _r('margins.fig7', 5, 'scaling gradients by the ratio with m₁ ∈ {0.2, 0.4, 0.8, 1.6, 3.1}: best m₁ > 0'),
 ]}

@@ -4,18 +4,23 @@
 
 # %% ../nbs/90_runner.ipynb #b4392aba
 from __future__ import annotations
-import argparse, datetime, hashlib, importlib, json, math, os, platform, re, signal, sys, tempfile, time
+import argparse, base64, copy, datetime, hashlib, html, importlib, json, math, os, platform, re, signal, sys
+import tempfile, time, urllib.parse
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Iterable
 
-from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text, check_choice,
-                                  git_sha, params_hash)
-from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of, section_ids
+from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text,
+                                  check_choice, git_sha, params_hash)
+from .paper import (NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of,
+                                   section_ids)
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params', 'parse_value',
-           'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash', 'registered',
-           'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'status', 'report_header', 'write_report',
-           'main']
+__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
+           'parse_value', 'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash',
+           'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'html_of', 'settle_widgets',
+           'static_widgets', 'settle_executed', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
+           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports', 'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -27,7 +32,8 @@ def find_nbs(nbs: str | Path | None = None,  # explicit folder of the section no
     if nbs is not None:
         if not Path(nbs).is_dir(): raise ValueError(f"nbs: {str(nbs)!r} is not a folder")
         return Path(nbs).resolve()
-    tries = [os.environ.get('COSINE_PITFALLS_NBS'), Path(cosine_pitfalls.__file__).parent.parent/'nbs', Path.cwd()/'nbs']
+    tries = [os.environ.get('COSINE_PITFALLS_NBS'), Path(cosine_pitfalls.__file__).parent.parent/'nbs',
+             Path.cwd()/'nbs']
     for t in tries:
         if t and (Path(t)/'index.ipynb').exists(): return Path(t).resolve()
     raise ValueError(f"nbs: no folder of section notebooks found (tried {[str(t) for t in tries if t]}); "
@@ -49,15 +55,20 @@ _TYPES = {'int': int, 'float': float, 'str': str, 'bool': bool}
 def notebook_params(path: Path) -> dict:
     "Name -> (type name, default source) of a notebook's `parameters` cell."
     import ast, logging, papermill as pm
-    logging.getLogger('papermill.translators').setLevel(logging.ERROR)   # we report unparsed lines ourselves, below
+    # we report unparsed lines ourselves, below
+    logging.getLogger('papermill.translators').setLevel(logging.ERROR)
     spec = {n: (p['inferred_type_name'], p['default']) for n, p in pm.inspect_notebook(str(path)).items()}
     cell = next((''.join(c['source']) for c in json.loads(Path(path).read_text(encoding='utf-8'))['cells']
                  if 'parameters' in c.get('metadata', {}).get('tags', [])), '')
     assigned = [t.target.id for t in ast.parse(cell).body if isinstance(t, ast.AnnAssign)]
-    lost = [n for n in assigned if n not in spec]                     # papermill skips lines it cannot parse (two '=')
-    if lost: raise ValueError(f"{path.name}: papermill cannot parse the parameters {lost} (no '=' in their comments, please)")
+    lost = [n for n in assigned if n not in spec]  # papermill skips lines it cannot parse (two '=')
+    if lost:
+        raise ValueError(
+            f"{path.name}: papermill cannot parse the parameters {lost} (no '=' in their comments, please)")
     missing = [n for n in REQUIRED_PARAMS if n not in spec]
-    if missing: raise ValueError(f"{path.name}: its parameters cell lacks {missing} (every section notebook needs {list(REQUIRED_PARAMS)})")
+    if missing:
+        raise ValueError(f"{path.name}: its parameters cell lacks {missing} (every section notebook needs "
+                         f"{list(REQUIRED_PARAMS)})")
     bad = {n: t for n, (t, _) in spec.items() if t not in _TYPES}
     if bad: raise ValueError(f"{path.name}: parameters must be annotated int/float/str/bool; got {bad}")
     return spec
@@ -102,7 +113,8 @@ def profile_params(file: str, profile: str) -> dict:
 def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
          only: list | None = None,        # result IDs to reproduce (default: all implemented)
          sections: list | None = None,    # section numbers to reproduce
-         overrides: list | None = None,   # ['name=value', ...] parameter overrides, parsed by the notebook's types
+         # ['name=value', ...] parameter overrides, parsed by the notebook's types
+         overrides: list | None = None,
          nbs: str | Path | None = None,   # folder of the notebooks
         ) -> list[dict]:                  # one job per notebook: section, notebook, ids, params
     "Validate a reproduction request and return its jobs, before any compute."
@@ -118,25 +130,31 @@ def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
         chosen = sections or [s for s in SECTIONS if exists(s)]
         ids = [i for s in chosen for i in section_ids(s)]
         missing = [s for s in chosen if not exists(s)]
-        if missing and sections: raise ValueError(f"section(s) {missing} are not yet implemented (no notebook in {nbs})")
+        if missing and sections:
+            raise ValueError(f"section(s) {missing} are not yet implemented (no notebook in {nbs})")
     todo = [i for i in ids if not implemented(i, nbs)]
-    if only and todo: raise ValueError(f"result(s) {todo} are not yet implemented; see `cosine-pitfalls list`")
+    if only and todo:
+        raise ValueError(f"result(s) {todo} are not yet implemented; see `cosine-pitfalls list`")
     ids = [i for i in ids if i not in todo]
     pairs = [o.split('=', 1) for o in overrides or []]
     if any(len(p) != 2 or not p[0] for p in pairs):
-        raise ValueError(f"parameters are given as -p name=value; got {[o for o in overrides if '=' not in o]}")
+        raise ValueError(
+            f"parameters are given as -p name=value; got {[o for o in overrides if '=' not in o]}")
     jobs = []
     files = [f for f in NOTEBOOKS if any(notebook_of(i).file == f for i in ids)]        # paper-map order
     for f in files:
         path = notebook_path(f, nbs); spec = notebook_params(path)
         given = {}
-        for n, text in pairs:              # every notebook of the batch must declare it (narrow the batch with --only)
-            if n in ('profile', 'ids', 'out_dir'): raise ValueError(f"parameter {n} is set by the runner (use --profile/--only/--out)")
-            if n not in spec: raise ValueError(f"unknown parameter {n!r} for {path.name}; allowed: {', '.join(sorted(spec))}")
+        for n, text in pairs:  # every notebook of the batch must declare it (narrow the batch with --only)
+            if n in ('profile', 'ids', 'out_dir'):
+                raise ValueError(f"parameter {n} is set by the runner (use --profile/--only/--out)")
+            if n not in spec:
+                raise ValueError(
+                    f"unknown parameter {n!r} for {path.name}; allowed: {', '.join(sorted(spec))}")
             given[n] = parse_value(n, text, spec[n][0])
         params = check_params({**profile_params(f, profile), **given, 'profile': profile}, spec, path.name)
-        jobs.append(dict(section=NOTEBOOKS[f].section, notebook=path, ids=[i for i in ids if notebook_of(i).file == f],
-                         params=params))
+        jobs.append(dict(section=NOTEBOOKS[f].section, notebook=path,
+                         ids=[i for i in ids if notebook_of(i).file == f], params=params))
     return jobs
 
 # %% ../nbs/90_runner.ipynb #a16ac9fa
@@ -144,11 +162,13 @@ def environment() -> dict:
     "Package versions and the device, for the manifest."
     from importlib.metadata import version, PackageNotFoundError
     vers = {}
-    for p in ('cosine_pitfalls', 'torch', 'torchvision', 'numpy', 'pandas', 'xarray', 'papermill', 'scikit-learn', 'matplotlib', 'seaborn'):
+    for p in ('cosine_pitfalls', 'torch', 'torchvision', 'numpy', 'pandas', 'xarray', 'papermill',
+              'scikit-learn', 'matplotlib', 'seaborn'):
         try: vers[p] = version(p)
         except PackageNotFoundError: vers[p] = None
     import torch
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f'cpu ({os.cpu_count()} cores, {platform.machine()})'
+    dev = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
+           else f'cpu ({os.cpu_count()} cores, {platform.machine()})')
     return dict(python=platform.python_version(), platform=platform.platform(), packages=vers, device=dev)
 
 def read_json(path: Path, default=None):
@@ -163,15 +183,18 @@ def code_hash(notebook: str | Path) -> str:
         if c['cell_type'] == 'code': h.update(''.join(c['source']).encode() + b'\0')
     pkg = Path(importlib.import_module('cosine_pitfalls').__file__).parent
     for f in sorted(pkg.glob('*.py')):
-        if f.name not in ('runner.py', '_modidx.py'): h.update(f.name.encode() + b'\0' + f.read_bytes() + b'\0')
+        if f.name not in ('runner.py', '_modidx.py'):
+            h.update(f.name.encode() + b'\0' + f.read_bytes() + b'\0')
     return h.hexdigest()[:12]
 
 def job_hash(job: dict) -> str:
     "Identity of a job's computation: its notebook, its parameters (without ids/out_dir) and the code (`code_hash`)."
-    return params_hash(dict(notebook=Path(job['notebook']).name, code=code_hash(job['notebook']), **job['params']))
+    return params_hash(dict(notebook=Path(job['notebook']).name, code=code_hash(job['notebook']),
+                            **job['params']))
 
 def registered(id: str, h: str, out: Path, since: float = 0.0) -> bool:
-    "Whether a run of job `h` wrote all of result `id`'s files (its summary, written last, names them), at or after `since`."
+    """Whether a run of job `h` wrote all of result `id`'s files (its summary, written last, names them),
+    at or after `since`."""
     f = Path(out)/'results'/f'{id}.json'
     try: summ = read_json(f)
     except (OSError, ValueError): return False
@@ -179,7 +202,8 @@ def registered(id: str, h: str, out: Path, since: float = 0.0) -> bool:
             and all((Path(out)/x).exists() for x in summ.get('files', [])))
 
 def is_done(id: str, h: str, out: Path, manifest: dict) -> bool:
-    "Whether result `id` is on disk from a run with job hash `h` (parameters and code): recorded ok, or completely registered."
+    """Whether result `id` is on disk from a run with job hash `h` (parameters and code): recorded ok, or
+    completely registered."""
     e = manifest.get('results', {}).get(id, {})
     ok = e.get('status') == 'ok' and e.get('params_hash') == h and (out/'results'/f'{id}.json').exists()
     return ok or registered(id, h, out)
@@ -195,7 +219,8 @@ def sweep_tmp(out: Path) -> list[Path]:
     for f in gone: f.unlink(missing_ok=True)
     return gone
 
-KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']   # keeps ipykernel's per-start warnings (TCP transport) out of our output
+# keeps ipykernel's per-start warnings (TCP transport) out of our output
+KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']
 
 def check_out(out: str | Path,   # the output folder the user gave
               create: bool,      # create it (reproduce) or require it to exist (report)
@@ -203,17 +228,22 @@ def check_out(out: str | Path,   # the output folder the user gave
     "Check that `out` is a usable output folder before any compute: one clear error naming it otherwise."
     out = Path(out)
     if not out.exists():
-        if not create: raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+        if not create:
+            raise ValueError(
+                f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
         try: out.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise ValueError(f"out: cannot create the folder {str(out)!r}: {e.strerror}") from None
+        except OSError as e:
+            raise ValueError(f"out: cannot create the folder {str(out)!r}: {e.strerror}") from None
     if not out.is_dir(): raise ValueError(f"out: {str(out)!r} is not a folder")
     try:
         fd, probe = tempfile.mkstemp(prefix='.probe.', suffix='.tmp', dir=out); os.close(fd); os.unlink(probe)
-    except OSError as e: raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
+    except OSError as e:
+        raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
     return out
 
+# %% ../nbs/90_runner.ipynb #b7c2e402
 def run_job(job: dict, out: Path, progress: bool = False) -> dict:
-    "Execute one job's notebook with papermill; return its run record (status, wall time, error, IDs it registered)."
+    "Execute one job's notebook with papermill, settle and render it; return its run record (status, time, error, IDs)."
     import papermill as pm
     nb = Path(job['notebook']); runs = out/'runs'; runs.mkdir(parents=True, exist_ok=True)
     final = runs/f"{nb.stem}.{job['params']['profile']}.ipynb"
@@ -222,8 +252,9 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     rec = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
                params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
                executed_notebook=str(final.relative_to(out)))
-    t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'
-    before = os.environ.get(JOB_ENV); os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
+    t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'; wrote = False
+    before = os.environ.get(JOB_ENV)
+    os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
     try:
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
                             progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
@@ -236,15 +267,24 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     finally:
         if before is None: os.environ.pop(JOB_ENV, None)
         else: os.environ[JOB_ENV] = before
-        if tmp.exists(): os.replace(tmp, final)
+        if tmp.exists():
+            try: rec['trusted'] = settle_executed(tmp)               # widgets for JupyterLab
+            except Exception as e: rec['settle_error'] = f'{type(e).__name__}: {e}'[:500]
+            os.replace(tmp, final); wrote = True
     rec['wall_s'] = round(time.time() - t0, 2)
     rec['registered'] = [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)]
     stale = [i for i in job['ids'] if i not in rec['registered']]
     if rec['status'] == 'ok' and stale:
         rec.update(status='failed', error=dict(cell=None, ename='NotRegistered',
                                               evalue=f'the notebook finished without registering {stale}'))
+    if wrote:  # passed or failed: a page to read it on
+        t1 = time.time()
+        try: rec['html'] = str(render_html(final, html_of(final, out)).relative_to(out))
+        except Exception as e: rec['html_error'] = f'{type(e).__name__}: {e}'[:500]
+        rec['html_s'] = round(time.time() - t1, 2)
     return rec
 
+# %% ../nbs/90_runner.ipynb #b7c2e404
 def _entry(job: dict, h: str, status: str, wall_s, error) -> dict:
     return dict(status=status, profile=job['params']['profile'], params_hash=h, params=job['params'],
                 notebook=Path(job['notebook']).name, wall_s_of_notebook=wall_s, error=error)
@@ -252,9 +292,9 @@ def _entry(job: dict, h: str, status: str, wall_s, error) -> dict:
 def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | None = None,
               out: str | Path = 'outputs', force: bool = False, overrides: list | None = None,
               nbs: str | Path | None = None, progress: bool = True) -> int:
-    "Run the section notebooks for the requested results; write outputs, manifest.json and report.md. Returns the exit code."
+    "Run the section notebooks for the requested results; write outputs, manifest and reports. Returns the exit code."
     from tqdm.auto import tqdm
-    jobs = plan(profile, only, sections, overrides, nbs)          # every check happens here, before any compute
+    jobs = plan(profile, only, sections, overrides, nbs)  # every check happens here, before any compute
     out = check_out(out, create=True)
     manifest = read_json(out/'manifest.json', {}) or {}
     failed = 0
@@ -267,28 +307,157 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
             todo = job['ids'] if force else [i for i in job['ids'] if not is_done(i, h, out, manifest)]
             results = manifest.setdefault('results', {})
             recovered = [i for i in job['ids'] if i not in todo and results.get(i, {}).get('status') != 'ok']
-            for i in recovered:                   # registered by a run that was killed or failed later: complete, keep it
+            for i in recovered:  # registered by a run that was killed or failed later: complete, keep it
                 results[i] = dict(_entry(job, h, 'ok', None, None), recovered=True)
             if recovered: atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
-            bar.set_postfix_str(f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
+            bar.set_postfix_str(
+                f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
             if not todo: continue
             rec = run_job(dict(job, ids=todo), out)
             failed += rec['status'] != 'ok'
             manifest.update(environment=environment(), git_sha=git_sha(),
                             updated=datetime.datetime.now().isoformat(timespec='seconds'))
             manifest.setdefault('runs', []).append(rec)
-            for i in todo:                        # an ID the notebook registered before failing is complete: ok
+            for i in todo:  # an ID the notebook registered before failing is complete: ok
                 done = i in rec['registered']
-                results[i] = _entry(job, h, 'ok' if done else 'failed', rec['wall_s'], None if done else rec['error'])
+                results[i] = _entry(job, h, 'ok' if done else 'failed', rec['wall_s'],
+                                    None if done else rec['error'])
             atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
             if rec['status'] != 'ok':
                 e = rec['error']
-                print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}", file=sys.stderr)
+                print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}",
+                      file=sys.stderr)
     finally:
         signal.signal(signal.SIGTERM, old)
         sweep_tmp(out)
-    write_report(out, nbs)
+    write_reports(out, nbs)
     return 1 if failed else 0
+
+# %% ../nbs/90_runner.ipynb #c8d3f502
+NOTEBOOK_HTML = 'notebooks'   # folder under out/ of the rendered notebooks
+_WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
+_WIDGET_STATE = 'application/vnd.jupyter.widget-state+json'
+
+def html_of(executed: str | Path,  # an executed notebook, runs/<notebook>.<profile>.ipynb
+            out: str | Path,       # the output folder
+           ) -> Path:              # out/notebooks/<notebook>.<profile>.html
+    "Where the rendered HTML of an executed notebook goes."
+    return Path(out)/NOTEBOOK_HTML/f'{Path(executed).stem}.html'
+
+def _bar_text(model_id: str, state: dict) -> str | None:
+    "The line a tqdm bar ended on, '' for a bar hidden at its end, None for a widget that is not a tqdm bar."
+    get = lambda ref: state.get(str(ref).removeprefix('IPY_MODEL_'), {})
+    box = get(model_id)
+    kids = [get(c) for c in box.get('state', {}).get('children', [])]
+    if [k.get('model_name') for k in kids] != ['HTMLModel', 'FloatProgressModel', 'HTMLModel']: return None
+    if get(box['state'].get('layout')).get('state', {}).get('visibility') == 'hidden': return ''
+    left, bar, right = (k.get('state', {}) for k in kids)
+    span = (bar.get('max') or 0) - (bar.get('min') or 0)
+    frac = min(max(((bar.get('value') or 0) - (bar.get('min') or 0)) / span, 0.0), 1.0) if span > 0 else 0.0
+    cells = round(10 * frac)
+    text = f"{left.get('value', '')}|{'█' * cells}{' ' * (10 - cells)}|{right.get('value', '')}"
+    return html.unescape(text).strip()
+
+# %% ../nbs/90_runner.ipynb #c8d3f50a
+def _widget_outputs(nb: dict, keep_views: bool) -> dict:
+    "A copy of `nb`: each tqdm bar's text is the line it ended on, hidden bars dropped, widget views kept or not."
+    nb = copy.deepcopy(nb)
+    meta = nb.setdefault('metadata', {})
+    state = (meta.get('widgets') or {}).get(_WIDGET_STATE, {}).get('state', {})
+    if not keep_views: meta.pop('widgets', None)
+    for cell in nb.get('cells', []):
+        if cell.get('cell_type') != 'code': continue
+        outs = []
+        for o in cell.get('outputs', []):
+            data = o.get('data', {})
+            view = data.get(_WIDGET_VIEW) if keep_views else data.pop(_WIDGET_VIEW, None)
+            if view is not None:
+                text = _bar_text(view.get('model_id', ''), state)
+                if text == '': continue                                    # a bar hidden at its end
+                if text is not None: data['text/plain'] = text
+                data.setdefault('text/plain', '[an interactive widget: run the notebook in JupyterLab]')
+            outs.append(o)
+        cell['outputs'] = outs
+    return nb
+
+def settle_widgets(nb: dict) -> dict:
+    "A copy of an executed notebook for JupyterLab: bars' text as their last line, hidden bars dropped, views kept."
+    return _widget_outputs(nb, keep_views=True)
+
+def static_widgets(nb: dict) -> dict:
+    "A copy that needs no widget JavaScript: tqdm bars as their last line, other widgets as their text, no state."
+    return _widget_outputs(nb, keep_views=False)
+
+def settle_executed(path: str | Path,  # an executed notebook, rewritten in place
+                    # an nbformat `NotebookNotary` (default: the user's, as `jupyter trust` uses)
+                    notary=None,
+                   ) -> bool:          # whether it is now signed as trusted
+    "Settle an executed notebook's widgets (`settle_widgets`) and sign it, so that JupyterLab draws them."
+    import nbformat
+    from nbformat.sign import NotebookNotary
+    nb = nbformat.from_dict(settle_widgets(json.loads(Path(path).read_text(encoding='utf-8'))))
+    nbformat.write(nb, str(path))
+    try:
+        # signed as a reader reads it
+        (notary or NotebookNotary()).sign(nbformat.read(str(path), as_version=4))
+        return True
+    except Exception: return False                              # e.g. no writable Jupyter data folder
+
+# %% ../nbs/90_runner.ipynb #c8d3f506
+_HEADING = re.compile(r'(<h[1-6](?:\s[^>]*)?>)(.*?)(</h[1-6]>)', re.S)
+_CODE = re.compile(r'<code>([^<]*)</code>')
+
+def anchor_ids(body: str,                  # HTML written by nbconvert
+               ids: Iterable[str] = PAPER, # the result IDs that get an anchor
+              ) -> str:                    # the HTML with an `id="<ID>"` anchor at each ID's first heading
+    "Anchor each result ID at the first heading that names it in backticks (`<code>ID</code>`)."
+    ids, seen = set(ids), set()
+    def add(m: re.Match) -> str:
+        new = [i for i in _CODE.findall(m.group(2)) if i in ids and i not in seen]
+        seen.update(new)
+        spans = ''.join(f'<span class="result-anchor" id="{html.escape(i)}"></span>' for i in new)
+        return m.group(1) + spans + m.group(2) + m.group(3)
+    return _HEADING.sub(add, body)
+
+# nbconvert's lab template, less what blocks an offline page: no require.js (no widgets are left to load),
+# and MathJax loaded async (configured first), so the page shows at once and its equations typeset when
+# the CDN answers
+_PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}
+<script>
+window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']],
+                            displayMath: [['$$', '$$'], ['\\[', '\\]']],
+                            processEscapes: true, processEnvironments: true},
+                  displayAlign: 'center', messageStyle: 'none', CommonHTML: {linebreaks: {automatic: true}}};
+</script>
+<script async src="{{ resources.mathjax_url }}"></script>
+{%- endblock html_head_js_mathjax -%}
+"""
+
+def render_html(executed: str | Path,  # an executed notebook
+                dest: str | Path,      # the HTML file to write
+               ) -> Path:              # dest
+    "Render an executed notebook to HTML (nbconvert, lab template), widgets as text, an anchor per result ID."
+    import jinja2, nbformat
+    from nbconvert import HTMLExporter
+    flat = static_widgets(json.loads(Path(executed).read_text(encoding='utf-8')))
+    nb = nbformat.reads(json.dumps(flat), as_version=4)             # sources as saved: lists of lines
+    exporter = HTMLExporter(template_name='lab', template_file='cosine_pitfalls.html.j2',
+                            extra_loaders=[jinja2.DictLoader({'cosine_pitfalls.html.j2': _PAGE_TEMPLATE})])
+    body, _ = exporter.from_notebook_node(nb, resources={'metadata': {'name': Path(executed).stem}})
+    return atomic_write_text(dest, anchor_ids(body))
+
+def render_missing(out: str | Path) -> list[Path]:
+    "Render each executed notebook under `out/runs/` whose HTML is missing or older than it; return what was written."
+    done = []
+    for nb in sorted((Path(out)/'runs').glob('[!.]*.ipynb')):
+        dest = html_of(nb, out)
+        if dest.exists() and dest.stat().st_mtime >= nb.stat().st_mtime: continue
+        try: done.append(render_html(nb, dest))
+        except Exception as e:                       # a page that cannot be rendered must not cost the report
+            print(f'cosine-pitfalls: could not render {nb.name}: {type(e).__name__}: {e}', file=sys.stderr)
+    return done
 
 # %% ../nbs/90_runner.ipynb #bbc9ab5d
 def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
@@ -302,80 +471,254 @@ def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
 
 def _cell(s) -> str: return ' '.join(str(s).split()).replace('|', '\\|')
 
-def _files(id: str, out: Path, summ: dict | None) -> tuple[str, str | None]:
-    "Markdown links to a registered result's files (relative to the report), and its figure's path if it has one."
-    if not summ: return '', None
-    names = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
-    have = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
-    links = ' · '.join(f'[{names.get(f.split("/")[0], f)}]({f})' for f in have)
-    return links, next((f for f in have if f.startswith('figures/')), None)
+def report_rows(out: Path,   # the output folder
+                nbs: Path,   # the folder of the notebooks
+                man: dict,   # its manifest.json
+               ) -> list[dict]:  # id, section, paper, verdict, ours, scale, files, figure, notebook
+    "What the report shows for each result ID, in paper-map order, from the files on disk."
+    rows = []
+    for s in SECTIONS:
+        for i in section_ids(s):
+            st, summ = status(i, out, nbs)
+            done = bool(summ) and st.startswith('reproduced')
+            r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None)
+            if done:
+                r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'])
+                r['files'] = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
+                r['figure'] = next((f for f in r['files'] if f.startswith('figures/')), None)
+            else:
+                r.update(verdict=st.split(' (')[0], ours='', scale='')
+                if st.startswith('failed'):
+                    e = man['results'][i]['error'] or {}
+                    r['ours'] = (f"run failed in cell {e.get('cell')}: {e.get('ename')}: "
+                                 f"{e.get('evalue', '')[:200]}")
+            profile = (summ['profile'] if done else man['results'][i]['profile'] if st.startswith('failed')
+                       else None)
+            page = html_of(f'{notebook_of(i).stem}.{profile}.ipynb', out)
+            if profile and page.exists(): r['notebook'] = str(page.relative_to(out))
+            rows.append(r)
+    return rows
+
+def _totals(rows: list[dict]) -> str:
+    counts = {}
+    for r in rows: counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
+    return 'Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items()))
 
 def report_header(man: dict) -> list[str]:
     "The report's opening lines: what a row shows, and the verdict rule."
     return ['# Reproduction report', '',
-            "Each row sets **the paper's** statement (copied from the paper; not computed here) beside **ours** (computed by "
-            'the run on disk, at the scale shown), with links to the result\'s table, dataset and figure. '
+            "Each row sets **the paper's** statement (copied from the paper; "
+            "not computed here) beside **ours** "
+            "(computed by the run on disk, at the scale shown), with links to the result's table, "
+            "dataset and figure. "
             'Every verdict is decided by its notebook from its own numbers, by one rule:', '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
-            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and `not yet implemented` '
-            'mean there is no number of ours.', '',
+            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and '
+            '`not yet implemented` mean there is no number of ours.', '',
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
             f"updated {man.get('updated', 'n/a')}", '']
+
+# %% ../nbs/90_runner.ipynb #d9e4a601
+_FILE_NAMES = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
 
 def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Rebuild `report.md` in the existing folder `out` from the results on disk."
     out, nbs = Path(out), find_nbs(nbs)
-    if not out.is_dir(): raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+    if not out.is_dir():
+        raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
     man = read_json(out/'manifest.json', {}) or {}
-    lines, counts = report_header(man), {}
+    rows, lines = report_rows(out, nbs, man), report_header(man)
+    if (out/'report.html').exists():
+        lines += [
+            'The same report with its figures inline, each ID linking to its place in the rendered notebook: '
+                  '[report.html](report.html).', '']
     for s, sec in SECTIONS.items():
-        lines += [f'## Section {s}: {sec.title} (' + ', '.join(f'`nbs/{n.file}`' for n in sec.notebooks) + ')', '',
-                  "| ID | the paper's result (paper) | ours | scale | verdict | files |", '| --- | --- | --- | --- | --- | --- |']
-        figs = []
-        for i in section_ids(s):
-            st, summ = status(i, out, nbs)
-            links, fig = _files(i, out, summ) if st.startswith('reproduced') else ('', None)
-            if summ and st.startswith('reproduced'): verdict, ours, scale = summ['verdict'], summ['ours'], summ['profile']
-            else:
-                verdict, ours, scale = st.split(' (')[0], '', ''
-                if st.startswith('failed'):
-                    e = man['results'][i]['error'] or {}
-                    ours = f"run failed in cell {e.get('cell')}: {e.get('ename')}: {e.get('evalue', '')[:200]}"
-            counts[verdict] = counts.get(verdict, 0) + 1
-            lines.append(f"| `{i}` | {_cell(PAPER[i].paper)} | {_cell(ours)} | {scale} | {verdict} | {links} |")
-            if fig: figs.append((i, verdict, fig))
+        lines += [f'## Section {s}: {sec.title} (' + ', '.join(f'`nbs/{n.file}`' for n in sec.notebooks)
+                  + ')', '', "| ID | the paper's result (paper) | ours | scale | verdict | files |",
+                  '| --- | --- | --- | --- | --- | --- |']
+        mine = [r for r in rows if r['section'] == s]
+        for r in mine:
+            links = ' · '.join(f'[{_FILE_NAMES.get(f.split("/")[0], f)}]({f})' for f in r['files'])
+            lines.append(
+                f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['verdict']} "
+                         f"| {links} |")
         lines.append('')
-        if figs:
+        if any(r['figure'] for r in mine):
             lines += [f'### Figures of section {s}', '']
-            for i, verdict, fig in figs: lines += [f'#### `{i}` ({verdict})', '', f'![{i}]({fig})', '']
+            for r in mine:
+                if r['figure']:
+                    lines += [f"#### `{r['id']}` ({r['verdict']})", '', f"![{r['id']}]({r['figure']})", '']
     at = next(k for k, l in enumerate(lines) if l.startswith('## Section'))
-    lines[at:at] = ['Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items())), '']
+    lines[at:at] = [_totals(rows), '']
     return atomic_write_text(out/'report.md', '\n'.join(lines) + '\n')
+
+# %% ../nbs/90_runner.ipynb #d9e4a603
+_REPORT_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1400px; margin: 2em auto; padding: 0 1em;
+       line-height: 1.4; }
+table { border-collapse: collapse; width: 100%; margin-bottom: 2em; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.35em 0.5em; vertical-align: top; text-align: left; }
+th { background: #f3f3f3; } tbody:nth-of-type(even) > tr:first-child { background: #fafafa; }
+code { font-size: 0.95em; background: #f4f4f4; padding: 0 0.2em; }
+tr.figure td { text-align: center; } figure { margin: 0.5em; } img { max-width: 100%; height: auto; }
+figcaption { font-size: 0.9em; color: #555; }
+.verdict { font-weight: bold; white-space: nowrap; } .agree { color: #1a7f37; } .corrected { color: #9a6700; }
+.differ, .failed { color: #cf222e; } .inconclusive, .rebuilt { color: #0550ae; }
+.not-run, .not-yet-implemented { color: #777; }
+"""
+
+def _inline(text) -> str:
+    "Escape `text` for HTML, its `code` spans as <code>."
+    parts = str(text).split('`')
+    if len(parts) % 2 == 0: return html.escape(str(text))                  # an unpaired backtick: plain text
+    return ''.join(f'<code>{html.escape(p)}</code>' if k % 2 else html.escape(p) for k, p in enumerate(parts))
+
+def _data_uri(path: Path) -> str:
+    "An image file as a `data:` URI, so that the page carries it."
+    kind = {'.png': 'image/png', '.svg': 'image/svg+xml',
+            '.jpg': 'image/jpeg'}.get(path.suffix.lower(), 'image/png')
+    return f'data:{kind};base64,' + base64.b64encode(path.read_bytes()).decode('ascii')
+
+def _row_html(r: dict, out: Path) -> str:
+    "One ID's row group: its row, then its figure (if any) in a row of its own."
+    e, idc = html.escape, f"<code>{html.escape(r['id'])}</code>"
+    if r['notebook']: idc = f'<a href="{e(r["notebook"])}#{e(r["id"])}">{idc}</a>'
+    files = ' · '.join(f'<a href="{e(f)}">{_FILE_NAMES.get(f.split("/")[0], e(f))}</a>' for f in r['files'])
+    verdict = f'<span class="verdict {r["verdict"].replace(" ", "-")}">{e(r["verdict"])}</span>'
+    cells = [idc, _inline(r['paper']), _inline(r['ours']), e(r['scale']), verdict, files]
+    rows = '<tr>' + ''.join(f'<td>{c}</td>' for c in cells) + '</tr>'
+    if r['figure']:
+        rows += (f'\n<tr class="figure"><td colspan="6"><figure><img src="{_data_uri(out/r["figure"])}" '
+                 f'alt="figure of {e(r["id"])}"><figcaption><code>{e(r["id"])}</code> ({e(r["verdict"])}): '
+                 f'<a href="{e(r["figure"])}">{e(r["figure"])}</a></figcaption></figure></td></tr>')
+    return f'<tbody id="{e(r["id"])}">\n{rows}\n</tbody>'
+
+# %% ../nbs/90_runner.ipynb #d9e4a609
+def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
+    "Write `report.html` in the existing folder `out`: the report's rows, IDs linked into the rendered notebooks."
+    out, nbs = Path(out), find_nbs(nbs)
+    if not out.is_dir():
+        raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
+    man = read_json(out/'manifest.json', {}) or {}
+    rows, e = report_rows(out, nbs, man), html.escape
+    env = man.get('environment', {})
+    parts = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f'<title>Reproduction report</title><style>{_REPORT_CSS}</style></head><body>',
+             '<h1>Reproduction report</h1>',
+             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; "
+             "not computed here) "
+             'beside <strong>ours</strong> (computed by the run on disk, '
+             'at the scale shown). Each ID links to the '
+             'heading that introduces it in the rendered notebook that computed it; '
+             'the last column links the '
+             "result's table, dataset and figure, and the figure is shown under its row. Every verdict is "
+             "decided by "
+             'its notebook from its own numbers, by one rule:</p>',
+             '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
+                              for v in VERDICTS) + '</ul>',
+             '<p>An effect over seeds counts only beyond 2 paired standard errors. <code>not run</code>, '
+             '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
+             f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
+             f"{e(str(env.get('device', 'n/a')))}; "
+             f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>"]
+    for s, sec in SECTIONS.items():
+        pages = [p for n in sec.notebooks for p in sorted((out/NOTEBOOK_HTML).glob(f'{n.stem}.*.html'))]
+        read = ', '.join(f'<a href="{NOTEBOOK_HTML}/{e(p.name)}">{e(p.stem)}</a>' for p in pages)
+        parts += [f'<h2 id="section-{s}">Section {s}: {e(sec.title)}</h2>',
+                  '<p>' + ', '.join(f'<code>nbs/{e(n.file)}</code>' for n in sec.notebooks)
+                  + (f'; rendered: {read}' if read else '; not rendered yet') + '</p>',
+                  "<table><thead><tr><th>ID</th><th>the paper's result "
+                  "(paper)</th><th>ours</th><th>scale</th>"
+                  '<th>verdict</th><th>files</th></tr></thead>',
+                  *[_row_html(r, out) for r in rows if r['section'] == s], '</table>']
+    parts.append('</body></html>')
+    return atomic_write_text(out/'report.html', '\n'.join(parts) + '\n')
+
+# %% ../nbs/90_runner.ipynb #d9e4a605
+class _Refs(HTMLParser):
+    "A page's image sources, link targets and element ids."
+    def __init__(self):
+        super().__init__(); self.imgs, self.links, self.ids = [], [], set()
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get('id'): self.ids.add(a['id'])
+        if tag == 'img': self.imgs.append(a.get('src') or '')
+        if tag == 'a' and a.get('href'): self.links.append(a['href'])
+
+def _refs(path: Path) -> _Refs:
+    p = _Refs(); p.feed(Path(path).read_text(encoding='utf-8')); p.close()
+    return p
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    "Width and height from a PNG's header; (0, 0) if `data` is not a PNG."
+    if data[:8] != b'\x89PNG\r\n\x1a\n' or len(data) < 24: return (0, 0)
+    return int.from_bytes(data[16:20], 'big'), int.from_bytes(data[20:24], 'big')
+
+def report_problems(page: str | Path,  # report.html (or any page whose local references should resolve)
+                   ) -> list[str]:     # one line per problem; [] when every image and local link resolves
+    "Images that would not show and local links (file or #anchor) that would not land, from the parsed HTML."
+    page = Path(page); refs, problems, ids = _refs(page), [], {}
+    for src in refs.imgs:
+        if src.startswith('data:'):
+            head, _, b64 = src.partition(',')
+            try: data = base64.b64decode(b64, validate=True)
+            except ValueError: data = b''
+            if not data or ('image/png' in head and 0 in _png_size(data)):
+                problems.append(f'image {head}: does not decode')
+        elif not (page.parent/urllib.parse.unquote(urllib.parse.urlsplit(src).path)).is_file():
+            problems.append(f'image {src}: file missing')
+    for href in refs.links:
+        u = urllib.parse.urlsplit(href)
+        if u.scheme or u.netloc: continue  # only local links are ours to check
+        target = page.parent/urllib.parse.unquote(u.path) if u.path else page
+        if not target.is_file(): problems.append(f'link {href}: file missing'); continue
+        if u.fragment:
+            if target not in ids:
+                ids[target] = _refs(target).ids if target.suffix in ('.html', '.htm') else set()
+            if urllib.parse.unquote(u.fragment) not in ids[target]:
+                problems.append(f'link {href}: no such anchor')
+    return problems
+
+def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None) -> list[Path]:
+    "Render the executed notebooks not yet rendered, then write `report.html` and `report.md` from the files on disk."
+    render_missing(out)
+    html_path = write_report_html(out, nbs)
+    return [write_report(out, nbs), html_path]
 
 # %% ../nbs/90_runner.ipynb #2bfad6de
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='cosine-pitfalls', description='Reproduce the results of five papers on the cosine similarity in SSL.')
+    p = argparse.ArgumentParser(prog='cosine-pitfalls',
+                                description='Reproduce the results of five papers on the cosine similarity '
+                                            'in SSL.')
     sub = p.add_subparsers(dest='cmd', required=True)
     def common(q):
         q.add_argument('--out', default='outputs', help='output folder (default: outputs/)')
-        q.add_argument('--nbs', default=None, help='folder of the section notebooks (default: nbs/ of the clone)')
+        q.add_argument('--nbs', default=None,
+                       help='folder of the section notebooks (default: nbs/ of the clone)')
     common(sub.add_parser('list', help='every result ID with its notebook and status'))
     r = sub.add_parser('reproduce', help='execute the section notebooks and register their results')
     r.add_argument('--profile', default='cpu', help=f"scale: {', '.join(PROFILES)} (default: cpu)")
     r.add_argument('--only', nargs='+', default=None, metavar='ID', help='result IDs to reproduce')
-    r.add_argument('--section', nargs='+', type=int, default=None, metavar='N', help='section numbers to reproduce')
-    r.add_argument('-p', '--param', action='append', default=None, metavar='NAME=VALUE', help='override a notebook parameter')
-    r.add_argument('--force', action='store_true', help='re-run results already on disk with the same parameters and code')
+    r.add_argument('--section', nargs='+', type=int, default=None, metavar='N',
+                   help='section numbers to reproduce')
+    r.add_argument('-p', '--param', action='append', default=None, metavar='NAME=VALUE',
+                   help='override a notebook parameter')
+    r.add_argument('--force', action='store_true',
+                   help='re-run results already on disk with the same parameters and code')
     r.add_argument('--quiet', action='store_true', help='no progress bar')
     common(r)
-    common(sub.add_parser('report', help='rebuild report.md from the results on disk'))
-    sub.add_parser('train', help='train one self-supervised run (cosine-pitfalls train --help lists its flags)', add_help=False)
+    common(sub.add_parser('report',
+                          help='rebuild report.md and report.html (and missing notebook pages) from disk'))
+    sub.add_parser('train',
+                   help='train one self-supervised run (cosine-pitfalls train --help lists its flags)',
+                   add_help=False)
     return p
 
 def main(argv: list | None = None) -> int:
     "Entry point of the `cosine-pitfalls` console script."
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ['train']:                                   # the trainer has its own flags (one per config field)
+    if argv[:1] == ['train']:  # the trainer has its own flags (one per config field)
         from cosine_pitfalls.train import main as train_main
         return train_main(argv[1:])
     args = _parser().parse_args(argv)
@@ -387,13 +730,17 @@ def main(argv: list | None = None) -> int:
             return 0
         if args.cmd == 'report':
             check_out(args.out, create=False)
-            print(write_report(args.out, args.nbs)); return 0
-        code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs, not args.quiet)
-        print(Path(args.out)/'report.md')
+            for p in write_reports(args.out, args.nbs): print(p)
+            return 0
+        code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
+                         not args.quiet)
+        print(Path(args.out)/'report.md'); print(Path(args.out)/'report.html')
         return code
     except ValueError as e:
         print(f'cosine-pitfalls: error: {e}', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print('cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept', file=sys.stderr)
+        print(
+            'cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept',
+              file=sys.stderr)
         return 130

@@ -19,31 +19,38 @@ __all__ = ['same_batch_mask', 'info_sym_loss', 'InfoSymLoss', 'ind_add_loss', 'i
            'VRNSLoss', 'WithVRNS', 'similarity_stats']
 
 # %% ../nbs/11_similarity_losses.ipynb #b7a0a76e
-def _check_pair(u: Tensor, v: Tensor) -> None: check_views(u, v, names=('u', 'v'))   # shared with the losses of 10_losses
+def _check_pair(u: Tensor, v: Tensor) -> None:
+    check_views(u, v, names=('u', 'v'))   # shared with the losses of 10_losses
 
 def _check_switch(name: str, c) -> Tensor | float:
     if isinstance(c, Tensor):
-        if not bool(((c == 0) | (c == 1)).all()): raise ValueError(f"{name} must hold only 0 and 1 (lee Def. 3.1/3.2); got {c.tolist()}")
+        if not bool(((c == 0) | (c == 1)).all()):
+            raise ValueError(f"{name} must hold only 0 and 1 (lee Def. 3.1/3.2); got {c.tolist()}")
         return c
-    if c not in (0, 1) or isinstance(c, bool): raise ValueError(f"{name} must be 0 or 1 (lee Def. 3.1/3.2); got {c!r}")
+    if c not in (0, 1) or isinstance(c, bool):
+        raise ValueError(f"{name} must be 0 or 1 (lee Def. 3.1/3.2); got {c!r}")
     return float(c)
 
 def _check_switches(c1, c2) -> tuple:
     c1, c2 = _check_switch('c1', c1), _check_switch('c2', c2)
     if bool(torch.as_tensor(c1 + c2 == 0).any()):
-        raise ValueError("c1 and c2 cannot both be 0: with no negative pair the loss is minimized by collapse; "
+        raise ValueError(
+            "c1 and c2 cannot both be 0: with no negative pair the loss is minimized by collapse; "
                          "use (c1, c2) in {(1, 0), (0, 1), (1, 1)}")
     return c1, c2
 
 def same_batch_mask(groups: Tensor | None,  # (*b, n) integer batch index of each row, or None for one batch
                     n: int,                 # number of rows
                     device=None,            # device of the mask when `groups` is None
-                   ) -> tuple[Tensor, Tensor]:  # (*b, n, n) bool mask of pairs in one batch (diagonal included), (*b,) batch size m
+                   # (*b, n, n) bool mask of pairs in one batch (diagonal included), (*b,) batch size m
+                   ) -> tuple[Tensor, Tensor]:
     "Same-batch mask and batch size of a partition into equal batches (lee §5's `U₁, …, U_b`)."
     if groups is None:
         return torch.ones(n, n, dtype=torch.bool, device=device), torch.tensor(float(n), device=device)
-    if not isinstance(groups, Tensor) or groups.is_floating_point() or groups.dim() < 1 or groups.shape[-1] != n:
-        raise ValueError(f"groups must be an integer tensor of shape (*b, n) with n = {n}; got {getattr(groups, 'shape', type(groups).__name__)}")
+    if not isinstance(groups, Tensor) or groups.is_floating_point() or groups.dim() < 1 or groups.shape[
+        -1] != n:
+        raise ValueError(f"groups must be an integer tensor of shape (*b, n) with n = {n}; "
+                         f"got {getattr(groups, 'shape', type(groups).__name__)}")
     same = groups[..., :, None] == groups[..., None, :]                      # (*b, n, n)
     size = same.sum(-1)                                                     # (*b, n) size of each row's batch
     if not bool((size == size[..., :1]).all()) or int(size.min()) < 2:
@@ -59,7 +66,7 @@ def _info_sym(u: Tensor, v: Tensor,  # unit rows, (*b, n, d)
              ) -> Tensor:            # (*b,)
     n = u.shape[-2]
     eye = torch.eye(n, dtype=torch.bool, device=u.device)
-    neg = same & ~eye                                                       # (*b, n, n) negatives of each anchor
+    neg = same & ~eye  # (*b, n, n) negatives of each anchor
     s_uv = u @ v.transpose(-1, -2) / temperature                            # (*b, n, n) u_i.v_j / τ
     s_uu = u @ u.transpose(-1, -2) / temperature
     s_vv = v @ v.transpose(-1, -2) / temperature
@@ -71,15 +78,17 @@ def _info_sym(u: Tensor, v: Tensor,  # unit rows, (*b, n, d)
         a = torch.where(neg & (c1 > 0), cross, ninf)                        # cross-view negatives
         w = torch.where(neg & (c2 > 0), within, ninf)                       # within-view negatives
         return torch.logsumexp(torch.cat([pos[..., None], a, w], -1), -1) - pos
-    per_anchor = anchor_loss(s_uv, s_uu) + anchor_loss(s_uv.transpose(-1, -2), s_vv)   # (*b, n), anchors u_i and v_i
-    return per_anchor.sum(-1) / (2 * n)                                    # mean over 2n anchors = mean over batches
+    # (*b, n), anchors u_i and v_i
+    per_anchor = anchor_loss(s_uv, s_uu) + anchor_loss(s_uv.transpose(-1, -2), s_vv)
+    return per_anchor.sum(-1) / (2 * n)  # mean over 2n anchors = mean over batches
 
 def info_sym_loss(u: Tensor,                 # first view, (*b, n, d); row i is the positive of v's row i
                   v: Tensor,                 # second view, (*b, n, d)
                   c1: float | Tensor = 1,    # 1: use cross-view negatives (u_i, v_j)
                   c2: float | Tensor = 1,    # 1: use within-view negatives (u_i, u_j), (v_i, v_j)
                   temperature: float = 0.5,  # τ > 0 in φ(x) = exp(x/τ)
-                  groups: Tensor | None = None,  # (*b, n) batch index of each row: mean of the per-batch losses
+                  # (*b, n) batch index of each row: mean of the per-batch losses
+                  groups: Tensor | None = None,
                  ) -> Tensor:                # (*b,)
     "Lee et al. Def. 3.1 `L_info-sym` with ψ = log(1+·), φ = exp(·/τ), divided by 2m (NT-Xent for c = (1, 1))."
     _check_pair(u, v); c1, c2 = _check_switches(c1, c2); check_positive('temperature', temperature)
@@ -93,10 +102,12 @@ class InfoSymLoss(nn.Module):
                  temperature: float = 0.5,         # τ > 0
                 ):
         super().__init__()
-        self.c1, self.c2 = _check_switches(c1, c2); self.temperature = check_positive('temperature', temperature)
+        self.c1, self.c2 = _check_switches(c1, c2)
+        self.temperature = check_positive('temperature', temperature)
     def forward(self, u: Tensor, v: Tensor, groups: Tensor | None = None) -> Tensor:
         return info_sym_loss(u, v, self.c1, self.c2, self.temperature, groups)
-    def extra_repr(self) -> str: return f'c1={int(self.c1)}, c2={int(self.c2)}, temperature={self.temperature}'
+    def extra_repr(self) -> str:
+        return f'c1={int(self.c1)}, c2={int(self.c2)}, temperature={self.temperature}'
 
 # %% ../nbs/11_similarity_losses.ipynb #a03fbd21
 def _ind_add(u: Tensor, v: Tensor, c1, c2, scale: float, bias: float,
@@ -111,7 +122,7 @@ def _ind_add(u: Tensor, v: Tensor, c1, c2, scale: float, bias: float,
     c2 = torch.as_tensor(c2, dtype=u.dtype, device=u.device)
     total = -F.logsigmoid(scale * pos + bias).sum(-1) + c1 * (psi(s_uv) * neg).sum((-2, -1)) \
             + c2 * ((psi(u @ u.transpose(-1, -2)) + psi(v @ v.transpose(-1, -2))) * neg).sum((-2, -1))
-    return total / n                                                         # = mean over batches of (Def. 3.2)/m
+    return total / n  # = mean over batches of (Def. 3.2)/m
 
 def ind_add_loss(u: Tensor,               # first view, (*b, n, d)
                  v: Tensor,               # second view, (*b, n, d)
@@ -119,11 +130,14 @@ def ind_add_loss(u: Tensor,               # first view, (*b, n, d)
                  c2: float | Tensor = 0,  # 1: use within-view negatives
                  scale: float = 10.0,     # t > 0 (SigLIP's logit scale, initialized at 10)
                  bias: float = -10.0,     # b (SigLIP's bias, initialized at -10)
-                 groups: Tensor | None = None,  # (*b, n) batch index of each row: mean of the per-batch losses
+                 # (*b, n) batch index of each row: mean of the per-batch losses
+                 groups: Tensor | None = None,
                 ) -> Tensor:              # (*b,)
-    "Lee et al. Def. 3.2 `L_ind-add` with SigLIP's ϕ = log σ(t·+b), ψ = softplus(t·+b), divided by m (SigLIP for c = (1, 0))."
+    """Lee et al. Def. 3.2 `L_ind-add` with SigLIP's ϕ = log σ(t·+b), ψ = softplus(t·+b), divided by m
+    (SigLIP for c = (1, 0))."""
     _check_pair(u, v); c1, c2 = _check_switches(c1, c2); check_positive('scale', scale)
-    if not (isinstance(bias, (int, float)) and math.isfinite(bias)): raise ValueError(f"bias must be a finite number; got {bias!r}")
+    if not (isinstance(bias, (int, float)) and math.isfinite(bias)):
+        raise ValueError(f"bias must be a finite number; got {bias!r}")
     same, _ = same_batch_mask(groups, u.shape[-2], u.device)
     return _ind_add(F.normalize(u, dim=-1), F.normalize(v, dim=-1), c1, c2, scale, bias, same)
 
@@ -141,17 +155,20 @@ class IndAddLoss(nn.Module):
                  scale: float = 10.0, bias: float = -10.0,  # SigLIP's t and b
                 ):
         super().__init__()
-        self.c1, self.c2 = _check_switches(c1, c2); self.scale = check_positive('scale', scale); self.bias = bias
+        self.c1, self.c2 = _check_switches(c1, c2)
+        self.scale = check_positive('scale', scale)
+        self.bias = bias
     def forward(self, u: Tensor, v: Tensor, groups: Tensor | None = None) -> Tensor:
         return ind_add_loss(u, v, self.c1, self.c2, self.scale, self.bias, groups)
-    def extra_repr(self) -> str: return f'c1={int(self.c1)}, c2={int(self.c2)}, scale={self.scale}, bias={self.bias}'
+    def extra_repr(self) -> str:
+        return f'c1={int(self.c1)}, c2={int(self.c2)}, scale={self.scale}, bias={self.bias}'
 
 # %% ../nbs/11_similarity_losses.ipynb #256cb387
 def _vrns(u: Tensor, v: Tensor, n_total: float, same: Tensor, m: Tensor) -> Tensor:   # unit rows -> (*b,)
     n = u.shape[-2]
     neg = (same & ~torch.eye(n, dtype=torch.bool, device=u.device)).to(u.dtype)
     sq = (u @ v.transpose(-1, -2) + 1.0 / (n_total - 1)) ** 2                # (*b, n, n)
-    return (sq * neg).sum((-2, -1)) / (n * (m - 1))                          # = mean over batches of Σ/(m(m-1))
+    return (sq * neg).sum((-2, -1)) / (n * (m - 1))  # = mean over batches of Σ/(m(m-1))
 
 def vrns_loss(u: Tensor,        # first view, (*b, n, d)
               v: Tensor,        # second view, (*b, n, d)
@@ -161,17 +178,20 @@ def vrns_loss(u: Tensor,        # first view, (*b, n, d)
     "Lee et al. Def. 5.7: mean squared gap between the cross-view negative similarities and −1/(n−1)."
     _check_pair(u, v)
     if not isinstance(n_total, int) or isinstance(n_total, bool) or n_total < 2:
-        raise ValueError(f"n_total must be an integer >= 2 (the training-set size n of Def. 5.7); got {n_total!r}")
+        raise ValueError(
+            f"n_total must be an integer >= 2 (the training-set size n of Def. 5.7); got {n_total!r}")
     same, m = same_batch_mask(groups, u.shape[-2], u.device)
     return _vrns(F.normalize(u, dim=-1), F.normalize(v, dim=-1), n_total, same, m.to(u.device))
 
 class VRNSLoss(nn.Module):
-    "Lee et al. Def. 5.7 (`L_VRNS`), the variance-reduction term for negative-pair similarities, `(*b, n, d)` -> `(*b,)`."
+    """Lee et al. Def. 5.7 (`L_VRNS`), the variance-reduction term for negative-pair similarities, `(*b, n,
+    d)` -> `(*b,)`."""
     def __init__(self, n_total: int,  # training-set size n
                 ):
         super().__init__()
         if not isinstance(n_total, int) or isinstance(n_total, bool) or n_total < 2:
-            raise ValueError(f"n_total must be an integer >= 2 (the training-set size n of Def. 5.7); got {n_total!r}")
+            raise ValueError(
+                f"n_total must be an integer >= 2 (the training-set size n of Def. 5.7); got {n_total!r}")
         self.n_total = n_total
     def forward(self, u: Tensor, v: Tensor, groups: Tensor | None = None) -> Tensor:
         return vrns_loss(u, v, self.n_total, groups)
@@ -184,7 +204,8 @@ class WithVRNS(nn.Module):
                  weight: float = 1.0,      # λ >= 0
                 ):
         super().__init__()
-        self.base, self.vrns, self.weight = base, VRNSLoss(n_total), check_positive('weight', weight, strict=False)
+        self.base, self.vrns, self.weight = (base, VRNSLoss(n_total),
+                                             check_positive('weight', weight, strict=False))
     def forward(self, u: Tensor, v: Tensor) -> Tensor:
         return self.base(u, v) + self.weight * self.vrns(u, v)
     def extra_repr(self) -> str: return f'weight={self.weight}'

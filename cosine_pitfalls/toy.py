@@ -17,27 +17,29 @@ from tqdm.auto import tqdm
 
 from .core import check_choice, check_positive, get_device
 from .losses import info_nce
-from .similarity_losses import _info_sym, _ind_add, _vrns, similarity_stats, ind_add_derivatives
+from .similarity_losses import (_info_sym, _ind_add, _vrns, similarity_stats,
+                                               ind_add_derivatives)
 
 # %% auto #0
 __all__ = ['PROFILES', 'LEE_FAMILIES', 'PARTITIONS', 'DCLR_LOSSES', 'DCLR_INITS', 'parse_list', 'prop1_gradient', 'cosine_step',
            'positive_pairs', 'steps_to_align', 'predicted_steps', 'alignment_sweep', 'alignment_sweep_loop',
-           'cosine_trajectory', 'info_nce_norm_trajectory', 'theorem1_bound', 'collapse_lr', 'sphere_points',
-           'class_loss', 'cosine_sum_step', 'cosine_sum_descent', 'packed_cosine_sum_descent', 'unpack_rows',
-           'max_stable_lr', 'rank_k_minus_one', 'random_groups', 'free_embedding_sweep', 'dclr_info_nce',
-           'init_linear_weights', 'linear_net', 'linear_contrastive_sweep']
+           'align_one', 'cosine_trajectory', 'info_nce_norm_trajectory', 'theorem1_bound', 'collapse_lr',
+           'sphere_points', 'class_loss', 'cosine_sum_step', 'cosine_sum_descent', 'packed_cosine_sum_descent',
+           'unpack_rows', 'max_stable_lr', 'collapse_one', 'rank_k_minus_one', 'random_groups', 'free_embedding_sweep',
+           'dclr_info_nce', 'init_linear_weights', 'linear_net', 'linear_contrastive_sweep']
 
 # %% ../nbs/02_toy_simulations.ipynb #ad86690b
 PROFILES = {
     'smoke': {},
-    'cpu': dict(n_rho=6, n_phi=6, n_pairs=32, pit_seeds=2, clop_ks='3,4,5,6,8,10,15,20,30,50,75,100', clop_trials=5,
-                clop_grid=8, clop_rounds=4, clop_steps=1000, fig4_seeds=3, lee_n=16, lee_steps=1500, lee_mb_steps=1000, lee_seeds=3,
-                dclr_steps=2000, dclr_seeds=2),
+    'cpu': dict(n_rho=6, n_phi=6, n_pairs=32, pit_seeds=2, clop_ks='3,4,5,6,8,10,15,20,30,50,75,100',
+                clop_trials=5, clop_grid=8, clop_rounds=4, clop_steps=1000, fig4_seeds=3, lee_n=16,
+                lee_steps=1500, lee_mb_steps=1000, lee_seeds=3, dclr_steps=2000, dclr_seeds=2),
 }
 PROFILES['gpu'] = dict(PROFILES['cpu'])
 PROFILES['paper'] = dict(PROFILES['cpu'], n_rho=10, n_phi=10, n_pairs=64, pit_seeds=3,
-                         clop_ks='3,4,5,6,7,8,10,12,15,20,25,30,40,50,60,70,80,90,100', clop_grid=8, clop_rounds=4,
-                         clop_steps=2000, fig4_seeds=5, lee_n=16, lee_steps=3000, lee_mb_steps=3000, lee_seeds=5, dclr_steps=10000, dclr_seeds=3)
+                         clop_ks='3,4,5,6,7,8,10,12,15,20,25,30,40,50,60,70,80,90,100', clop_grid=8,
+                         clop_rounds=4, clop_steps=2000, fig4_seeds=5, lee_n=16, lee_steps=3000,
+                         lee_mb_steps=3000, lee_seeds=5, dclr_steps=10000, dclr_seeds=3)
 
 # %% ../nbs/02_toy_simulations.ipynb #5cac68bd
 def parse_list(text: str,          # comma-separated values, e.g. '3,5,10'
@@ -46,7 +48,8 @@ def parse_list(text: str,          # comma-separated values, e.g. '3,5,10'
               ) -> list:
     "Parse a comma-separated parameter string into a list of `kind`."
     try: out = [kind(t) for t in str(text).split(',') if t.strip()]
-    except ValueError: raise ValueError(f"{name} must be a comma-separated list of {kind.__name__}s; got {text!r}") from None
+    except ValueError:
+        raise ValueError(f"{name} must be a comma-separated list of {kind.__name__}s; got {text!r}") from None
     if not out: raise ValueError(f"{name} must hold at least one value; got {text!r}")
     return out
 
@@ -63,13 +66,11 @@ def prop1_gradient(zi: Tensor,  # points whose gradient we take, (*b, d)
     ni = zi.norm(dim=-1, keepdim=True)                       # (*b, 1)
     hi, hj = zi / ni, F.normalize(zj, dim=-1)                # (*b, d)
     return -(hj - (hi * hj).sum(-1, keepdim=True) * hi) / ni
-
 def cosine_step(zi: Tensor, zj: Tensor,  # a batch of positive pairs, (*b, d) each
                 lr: float | Tensor,      # γ > 0 (a float, or a tensor broadcastable to (*b, 1))
                ) -> tuple[Tensor, Tensor]:
     "One simultaneous gradient step of both points on `−ẑᵢᵀẑⱼ` (the update of pitfalls Thm 3)."
     return zi - lr * prop1_gradient(zi, zj), zj - lr * prop1_gradient(zj, zi)
-
 def positive_pairs(rho: Tensor,            # mean norms, any shape broadcastable with `phi`: the cells (*c)
                    phi: Tensor,            # angles in (0, π), broadcastable with `rho`
                    n_pairs: int = 64,      # pairs per cell
@@ -82,28 +83,34 @@ def positive_pairs(rho: Tensor,            # mean norms, any shape broadcastable
     if not 0 <= norm_spread < 1: raise ValueError(f"norm_spread must be in [0, 1); got {norm_spread!r}")
     rho, phi = torch.as_tensor(rho, dtype=torch.float64), torch.as_tensor(phi, dtype=torch.float64)
     if not bool((rho > 0).all()): raise ValueError(f"rho must be positive; got {rho.tolist()}")
-    if not bool(((phi > 0) & (phi < math.pi)).all()): raise ValueError(f"phi must lie in (0, π); got {phi.tolist()}")
+    if not bool(((phi > 0) & (phi < math.pi)).all()):
+        raise ValueError(f"phi must lie in (0, π); got {phi.tolist()}")
     cells = torch.broadcast_shapes(rho.shape, phi.shape)
     shape = (*cells, n_pairs, dim)
     a = F.normalize(torch.randn(shape, generator=generator, dtype=torch.float64), dim=-1)       # (*c, n, d)
     b = torch.randn(shape, generator=generator, dtype=torch.float64)
     b = F.normalize(b - (a * b).sum(-1, keepdim=True) * a, dim=-1)                              # ⟂ a
     r = rho.expand(cells)[..., None, None]                                                      # (*c, 1, 1)
-    ni = r * (1 + norm_spread * (2 * torch.rand((*cells, n_pairs, 1), generator=generator, dtype=torch.float64) - 1))
-    nj = r * (1 + norm_spread * (2 * torch.rand((*cells, n_pairs, 1), generator=generator, dtype=torch.float64) - 1))
+    ni = r * (1 + norm_spread * (2 * torch.rand((*cells, n_pairs, 1), generator=generator,
+                                                dtype=torch.float64) - 1))
+    nj = r * (1 + norm_spread * (2 * torch.rand((*cells, n_pairs, 1), generator=generator,
+                                                dtype=torch.float64) - 1))
     p = phi.expand(cells)[..., None, None]
     return ni * a, nj * (torch.cos(p) * a + torch.sin(p) * b)
 
+# %% ../nbs/02_toy_simulations.ipynb #294accb9
 def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cells of n pairs
                    lr: float = 0.25,           # γ > 0
                    threshold: float = 0.999,   # stop when the cell's mean cosine exceeds this (paper: 0.999)
                    max_steps: int = 100_000,   # give up after this many steps (steps = -1)
                    progress: bool = False,     # show a progress bar
-                  ) -> dict[str, Tensor]:      # 'steps' (*b,) long, 'min_norm_ratio' (*b,), 'final_norm' (*b,)
+                  ) -> dict[str, Tensor]:  # 'steps' (*b,) long, 'min_norm_ratio' (*b,), 'final_norm' (*b,)
     "Apply Prop. 1 steps to every cell at once until each cell's mean cosine exceeds `threshold`."
     check_positive('lr', lr); check_positive('threshold', threshold); _check_int('max_steps', max_steps)
     if threshold >= 1: raise ValueError(f"threshold must be below 1 (a cosine); got {threshold!r}")
-    if zi.shape != zj.shape or zi.dim() < 2: raise ValueError(f"zi and zj must share a shape (*b, n, d); got {tuple(zi.shape)} and {tuple(zj.shape)}")
+    if zi.shape != zj.shape or zi.dim() < 2:
+        raise ValueError(
+            f"zi and zj must share a shape (*b, n, d); got {tuple(zi.shape)} and {tuple(zj.shape)}")
     cells = zi.shape[:-2]
     zi, zj = zi.reshape(-1, *zi.shape[-2:]), zj.reshape(-1, *zj.shape[-2:])          # (B, n, d)
     B = zi.shape[0]
@@ -112,7 +119,8 @@ def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cel
     final_norm = torch.full((B,), math.nan, dtype=zi.dtype, device=zi.device)
     live = torch.arange(B, device=zi.device)                                         # cells still iterating
     run_min = min_ratio.clone()
-    for t in tqdm(range(max_steps + 1), disable=not progress, mininterval=1, leave=False):
+    bar = tqdm(total=B, desc='cells aligned', unit='cell', disable=not progress, mininterval=1, leave=False)
+    for t in range(max_steps + 1):
         cos = (F.normalize(zi, dim=-1) * F.normalize(zj, dim=-1)).sum(-1).mean(-1)   # (B_live,)
         hit = cos > threshold
         steps[live] = torch.where(hit & (steps[live] < 0), torch.full_like(live, t), steps[live])
@@ -124,17 +132,22 @@ def steps_to_align(zi: Tensor, zj: Tensor,     # positive pairs, (*b, n, d): cel
                 min_ratio[live[fin]] = run_min[fin]
                 keep = ~fin
                 live, zi, zj, run_min = live[keep], zi[keep], zj[keep], run_min[keep]
+                bar.update(int(fin.sum()))
             if live.numel() == 0: break
         new_i, new_j = cosine_step(zi, zj, lr)
-        ratio = torch.minimum(new_i.norm(dim=-1) / zi.norm(dim=-1), new_j.norm(dim=-1) / zj.norm(dim=-1)).amin(-1)
-        run_min = torch.where(steps[live] < 0, torch.minimum(run_min, ratio), run_min)   # over the steps taken before alignment
+        ratio = torch.minimum(new_i.norm(dim=-1) / zi.norm(dim=-1),
+                              new_j.norm(dim=-1) / zj.norm(dim=-1)).amin(-1)
+        # over the steps taken before alignment
+        run_min = torch.where(steps[live] < 0, torch.minimum(run_min, ratio), run_min)
         zi, zj = new_i, new_j
-    return {'steps': steps.reshape(cells), 'min_norm_ratio': min_ratio.reshape(cells), 'final_norm': final_norm.reshape(cells)}
-
+    bar.close()
+    return {'steps': steps.reshape(cells), 'min_norm_ratio': min_ratio.reshape(cells),
+            'final_norm': final_norm.reshape(cells)}
 def predicted_steps(rho, phi, lr: float = 0.25, threshold: float = 0.999):
     "Our continuous-time estimate `ρ²/(2γ)·ln(tan(φ/2)/tan(φ_end/2))` for equal norms (ignores the norm growth)."
     end = math.acos(threshold)
-    return np.asarray(rho, dtype=float) ** 2 / (2 * lr) * np.log(np.tan(np.asarray(phi, dtype=float) / 2) / math.tan(end / 2))
+    return (np.asarray(rho, dtype=float) ** 2 / (2 * lr)
+            * np.log(np.tan(np.asarray(phi, dtype=float) / 2) / math.tan(end / 2)))
 
 # %% ../nbs/02_toy_simulations.ipynb #c7649fee
 def _sweep_inputs(rhos, phis, n_seeds, n_pairs, dim, norm_spread, seed):
@@ -144,22 +157,24 @@ def _sweep_inputs(rhos, phis, n_seeds, n_pairs, dim, norm_spread, seed):
     g = torch.Generator().manual_seed(int(seed))
     rho = torch.tensor(rhos, dtype=torch.float64)[:, None, None]                     # (R, 1, 1)
     phi = torch.tensor(phis, dtype=torch.float64)[None, :, None]                     # (1, P, 1)
-    zi, zj = positive_pairs(rho.expand(-1, -1, n_seeds), phi, n_pairs, dim, norm_spread, g)   # (R, P, S, n, d)
+    zi, zj = positive_pairs(rho.expand(-1, -1, n_seeds), phi, n_pairs, dim, norm_spread, g)  # (R, P, S, n, d)
     return rhos, phis, zi, zj
-
 def _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_pairs):
     coords = dict(rho=rhos, phi=phis, seed=list(range(n_seeds)))
     dims = ('rho', 'phi', 'seed')
     ds = xr.Dataset({k: (dims, v.cpu().numpy()) for k, v in out.items()}, coords=coords)
     ds['phi'].attrs.update(units='rad'); ds['rho'].attrs.update(long_name='mean embedding norm')
-    ds['steps'].attrs.update(long_name=f'Prop. 1 steps until the mean cosine exceeds {threshold}', units='steps')
+    ds['steps'].attrs.update(long_name=f'Prop. 1 steps until the mean cosine exceeds {threshold}',
+                             units='steps')
     ds['min_norm_ratio'].attrs.update(long_name="smallest ‖z'‖/‖z‖ over all steps and pairs (Cor. 2: >= 1)")
-    ds['final_norm'].attrs.update(long_name='mean norm of the cell when it stopped (converged, or at max_steps)')
-    ds['predicted_steps'] = (('rho', 'phi'), predicted_steps(np.array(rhos)[:, None], np.array(phis)[None, :], lr, threshold))
-    ds['predicted_steps'].attrs.update(long_name='our estimate ρ²/(2γ) ln(tan(φ/2)/tan(φ_end/2)), equal norms')
+    ds['final_norm'].attrs.update(
+        long_name='mean norm of the cell when it stopped (converged, or at max_steps)')
+    ds['predicted_steps'] = (('rho', 'phi'),
+                             predicted_steps(np.array(rhos)[:, None], np.array(phis)[None, :], lr, threshold))
+    ds['predicted_steps'].attrs.update(
+        long_name='our estimate ρ²/(2γ) ln(tan(φ/2)/tan(φ_end/2)), equal norms')
     ds.attrs.update(lr=lr, threshold=threshold, norm_spread=norm_spread, dim=dim, n_pairs=n_pairs)
     return ds
-
 def alignment_sweep(rhos: Sequence[float],     # mean norms ρ
                     phis: Sequence[float],     # angles φ in (0, π)
                     n_seeds: int = 1,          # independent draws per cell
@@ -180,6 +195,7 @@ def alignment_sweep(rhos: Sequence[float],     # mean norms ρ
     out = steps_to_align(zi.to(dev), zj.to(dev), lr, threshold, max_steps, progress)
     return _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_pairs)
 
+# %% ../nbs/02_toy_simulations.ipynb #26e2e306
 def alignment_sweep_loop(rhos: Sequence[float], phis: Sequence[float], n_seeds: int = 1, n_pairs: int = 64,
                          dim: int = 20, lr: float = 0.25, threshold: float = 0.999, norm_spread: float = 0.25,
                          max_steps: int = 100_000, seed: int = 0, device: str | torch.device = 'cpu',
@@ -188,13 +204,29 @@ def alignment_sweep_loop(rhos: Sequence[float], phis: Sequence[float], n_seeds: 
     check_positive('lr', lr); check_positive('threshold', threshold)
     rhos, phis, zi, zj = _sweep_inputs(rhos, phis, n_seeds, n_pairs, dim, norm_spread, seed)
     dev = get_device(device)
-    out = {k: torch.empty(zi.shape[:3], dtype=torch.long if k == 'steps' else zi.dtype) for k in ('steps', 'min_norm_ratio', 'final_norm')}
+    out = {k: torch.empty(zi.shape[:3], dtype=torch.long if k == 'steps' else zi.dtype)
+           for k in ('steps', 'min_norm_ratio', 'final_norm')}
     for r in range(len(rhos)):
         for p in range(len(phis)):
             for s in range(n_seeds):
                 cell = steps_to_align(zi[r, p, s].to(dev), zj[r, p, s].to(dev), lr, threshold, max_steps)
                 for k in out: out[k][r, p, s] = cell[k].cpu()
     return _sweep_dataset(rhos, phis, n_seeds, out, lr, threshold, norm_spread, dim, n_pairs)
+
+# %% ../nbs/02_toy_simulations.ipynb #f2a1e002
+def align_one(rho: float,               # mean norm ρ of the cell's points
+              phi_deg: float,           # angle φ between the positives, in degrees, in (0, 180)
+              lr: float = 0.25,         # γ
+              n_pairs: int = 16,        # pairs in the cell
+              dim: int = 20,            # ambient dimension (paper: 20)
+              seed: int = 0,            # seed of the initial pairs
+              max_steps: int = 20_000,  # give up after this many steps (steps = -1)
+             ) -> dict:                 # steps, predicted (our law), final_norm
+    "One cell of pitfalls Figure 2: Prop. 1 steps until the mean cosine exceeds 0.999, beside our estimate."
+    ds = alignment_sweep([rho], [math.radians(phi_deg)], n_seeds=1, n_pairs=n_pairs, dim=dim, lr=lr,
+                         max_steps=max_steps, seed=seed)
+    return dict(steps=int(ds['steps'].item()), predicted=float(ds['predicted_steps'].item()),
+                final_norm=float(ds['final_norm'].item()))
 
 # %% ../nbs/02_toy_simulations.ipynb #dc571a59
 def cosine_trajectory(z0: Tensor,       # starting points z_i, (*b, d)
@@ -217,7 +249,8 @@ def info_nce_norm_trajectory(n: int = 16,            # samples (two views each)
                             ) -> Tensor:             # (steps + 1, 2n) norms of every embedding
     "Norms of free embeddings under gradient descent on NT-Xent (pitfalls Cor. 2 for InfoNCE)."
     _check_int('n', n, 2); _check_int('dim', dim); _check_int('steps', steps); check_positive('lr', lr)
-    z = (torch.randn(2, n, dim, generator=generator, dtype=torch.float64) / math.sqrt(dim)).requires_grad_()   # norms ≈ 1
+    # norms ≈ 1
+    z = (torch.randn(2, n, dim, generator=generator, dtype=torch.float64) / math.sqrt(dim)).requires_grad_()
     norms = [z.detach().norm(dim=-1).flatten()]
     for _ in range(steps):
         loss = info_nce(z[0], z[1], temperature)
@@ -230,26 +263,26 @@ def info_nce_norm_trajectory(n: int = 16,            # samples (two views each)
 def theorem1_bound(k):  # number of class embeddings, k > 2 (int, or array of ints)
     "clop Theorem 1 (ε = 0): the largest learning rate that keeps the class-embedding mean from growing."
     k = np.asarray(k, dtype=float)
-    if not bool(np.all(k > 2)): raise ValueError(f"k must be > 2 (clop Theorem 1 assumes m >= k > 2); got {k.tolist()}")
+    if not bool(np.all(k > 2)):
+        raise ValueError(f"k must be > 2 (clop Theorem 1 assumes m >= k > 2); got {k.tolist()}")
     out = (2 * k**3 - 5 * k**2 + 5 * k - 2) / (k**3 - 3 * k**2 + 4 * k - 2)
     return float(out) if out.ndim == 0 else out
-
 def collapse_lr(k):  # number of class embeddings, k > 2
     "Our threshold η*(k) = 2(k−1)/(k−2): above it the mean outgrows the spread and the embeddings collapse onto a line."
     k = np.asarray(k, dtype=float)
     if not bool(np.all(k > 2)): raise ValueError(f"k must be > 2; got {k.tolist()}")
     out = 2 * (k - 1) / (k - 2)
     return float(out) if out.ndim == 0 else out
-
 def _check_ks(ks, dim: int) -> list[int]:
     ks = [int(k) for k in ks]
     if not ks: raise ValueError("ks must hold at least one k")
     bad = [k for k in ks if k <= 2]
     if bad: raise ValueError(f"every k must be > 2 (clop Theorem 1 needs m >= k > 2); got {bad}")
     big = [k for k in ks if k > dim]
-    if big: raise ValueError(f"every k must be <= dim = {dim} (k class embeddings of full rank in R^m need m >= k); got {big}")
+    if big:
+        raise ValueError(
+            f"every k must be <= dim = {dim} (k class embeddings of full rank in R^m need m >= k); got {big}")
     return ks
-
 def sphere_points(shape: tuple,      # leading shape (*b, k): how many points
                   dim: int,          # m, the ambient dimension
                   generator: torch.Generator | None = None,
@@ -257,38 +290,40 @@ def sphere_points(shape: tuple,      # leading shape (*b, k): how many points
                  ) -> Tensor:        # (*b, k, dim) uniform on the unit sphere
     "Points uniform on the unit sphere of `R^dim` (normalized Gaussians)."
     return F.normalize(torch.randn(*shape, dim, generator=generator, dtype=dtype), dim=-1)
-
 def class_loss(x: Tensor,  # unit class embeddings as rows, (*b, k, m)
               ) -> Tensor: # (*b,) Σ_{i≠j} x_iᵀx_j (clop eq. 3, minimized; its minimum is −k)
     "Pairwise cosine sum of clop eq. (3), with the sign that is minimized."
     s = x.sum(-2)                                                             # (*b, m)
     return (s * s).sum(-1) - (x * x).sum((-2, -1))
-
 def cosine_sum_step(x: Tensor,          # unit rows, (*b, k, m)
                     lr: float | Tensor, # η (a float, or a tensor broadcastable to (*b, 1, 1))
                    ) -> Tensor:         # (*b, k, m)
     "One gradient step on `L_class/(2(k−1))` followed by re-normalization (clop App. D's update)."
     k = x.shape[-2]
-    others = (x.sum(-2, keepdim=True) - x) / (k - 1)                          # (*b, k, m) mean of the other points
+    others = (x.sum(-2, keepdim=True) - x) / (k - 1)  # (*b, k, m) mean of the other points
     return F.normalize(x - lr * others, dim=-1)
 
+# %% ../nbs/02_toy_simulations.ipynb #3a0813f6
 def cosine_sum_descent(x0: Tensor,             # initial unit rows, (*b, k, m)
                        lr: float | Tensor,     # η > 0, float or tensor broadcastable to (*b,)
                        steps: int = 1000,      # number of steps
                        record_every: int = 0,  # > 0: record the singular values every this many steps
-                      ) -> tuple[Tensor, dict[str, Tensor]]:  # final x, and {'step', 'sv' (*b, T, min(k, m)), 'loss' (*b, T)}
+                      # final x, and {'step', 'sv' (*b, T, min(k, m)), 'loss' (*b, T)}
+                      ) -> tuple[Tensor, dict[str, Tensor]]:
     "Gradient descent on the pairwise cosine sum with re-normalization, batched over any leading dims."
     k, m = x0.shape[-2:]
     _check_ks([k], m); _check_int('steps', steps); _check_int('record_every', record_every, 0)
     lr_t = torch.as_tensor(lr, dtype=x0.dtype, device=x0.device)
-    if not bool((lr_t > 0).all()) or not bool(torch.isfinite(lr_t).all()): raise ValueError(f"lr must be positive and finite; got {lr_t.tolist()}")
+    if not bool((lr_t > 0).all()) or not bool(torch.isfinite(lr_t).all()):
+        raise ValueError(f"lr must be positive and finite; got {lr_t.tolist()}")
     lr_t = lr_t[..., None, None]
     x, rec_s, rec_sv, rec_l = x0, [], [], []
     for t in range(steps + 1):
         if record_every and (t % record_every == 0 or t == steps):
             rec_s.append(t); rec_sv.append(torch.linalg.svdvals(x)); rec_l.append(class_loss(x))
         if t < steps: x = cosine_sum_step(x, lr_t)
-    hist = {'step': torch.tensor(rec_s), 'sv': torch.stack(rec_sv, -2) if rec_sv else None, 'loss': torch.stack(rec_l, -1) if rec_l else None}
+    hist = {'step': torch.tensor(rec_s), 'sv': torch.stack(rec_sv, -2) if rec_sv else None,
+            'loss': torch.stack(rec_l, -1) if rec_l else None}
     return x, hist
 
 # %% ../nbs/02_toy_simulations.ipynb #e114cafc
@@ -301,7 +336,8 @@ def packed_cosine_sum_descent(x: Tensor,        # rows of all problems, (N, m), 
     "`cosine_sum_descent` for many problems of different sizes at once, rows packed along one axis."
     _check_int('steps', steps)
     P = lr.shape[0]
-    k = torch.zeros(P, dtype=x.dtype, device=x.device).index_add_(0, problem, torch.ones_like(problem, dtype=x.dtype))  # (P,)
+    k = torch.zeros(P, dtype=x.dtype, device=x.device).index_add_(
+        0, problem, torch.ones_like(problem, dtype=x.dtype))  # (P,)
     if bool((k < 3).any()): raise ValueError("every problem needs k >= 3 rows")
     scale = (lr / (k - 1))[problem][:, None]                                  # (N, 1) η/(k−1) per row
     for _ in tqdm(range(steps), disable=not progress, mininterval=1, leave=False):
@@ -334,18 +370,21 @@ def max_stable_lr(ks: Sequence[int],          # numbers of class embeddings, eac
                   device: str | torch.device = 'cpu',
                   dtype: torch.dtype = torch.float32,
                   progress: bool = False,
-                 ) -> xr.Dataset:             # max_lr(k), first_collapse_lr(k), bound(k), threshold(k), per-round grids
-    "clop Figure 3 (right): the largest learning rate with no collapsed trial, for every k, by a batched grid refinement."
+                 ) -> xr.Dataset:  # max_lr(k), first_collapse_lr(k), bound(k), threshold(k), per-round grids
+    """clop Figure 3 (right): the largest learning rate with no collapsed trial, for every k, by a batched
+    grid refinement."""
     ks = _check_ks(ks, dim)
-    for name, v in (('n_trials', n_trials), ('steps', steps), ('n_grid', n_grid), ('n_rounds', n_rounds)): _check_int(name, v)
+    for name, v in (('n_trials', n_trials), ('steps', steps), ('n_grid', n_grid), ('n_rounds', n_rounds)):
+        _check_int(name, v)
     lo0, hi0 = lr_range
     check_positive('lr_range[0]', lo0); check_positive('tol', tol)
     if not hi0 > lo0: raise ValueError(f"lr_range must be (lo, hi) with 0 < lo < hi; got {lr_range!r}")
     dev = get_device(device)
     g = torch.Generator().manual_seed(int(seed))
     K, G, T = len(ks), n_grid, n_trials
-    x0 = [sphere_points((T, k), dim, g, dtype) for k in ks]                   # per k: (T, k, m), shared by all lrs
-    lo = torch.full((K,), float(lo0), dtype=torch.float64); hi = torch.full((K,), float(hi0), dtype=torch.float64)
+    x0 = [sphere_points((T, k), dim, g, dtype) for k in ks]  # per k: (T, k, m), shared by all lrs
+    lo = torch.full((K,), float(lo0), dtype=torch.float64)
+    hi = torch.full((K,), float(hi0), dtype=torch.float64)
     bracketed = torch.zeros(K, dtype=torch.bool)
     rec_lr, rec_col, rec_ratio = [], [], []
     for r in range(n_rounds):
@@ -358,12 +397,15 @@ def max_stable_lr(ks: Sequence[int],          # numbers of class embeddings, eac
             for gi in range(G):
                 for ti in range(T):
                     rows.append(x0[ki][ti]); prob.append(torch.full((k,), len(lrs))); lrs.append(cand[ki, gi])
-        xp = torch.cat(rows).to(dev); pp = torch.cat(prob).to(dev); lp = torch.stack(lrs).to(device=dev, dtype=dtype)
+        xp = torch.cat(rows).to(dev)
+        pp = torch.cat(prob).to(dev)
+        lp = torch.stack(lrs).to(device=dev, dtype=dtype)
         xf = packed_cosine_sum_descent(xp, pp, lp, steps, progress)
         sv = torch.linalg.svdvals(unpack_rows(xf, pp, len(lrs)).double()).cpu()   # (K*G*T, k_max)
         ratio = (sv[:, 1] / sv[:, 0]).reshape(K, G, T)
         col = (ratio < tol).any(-1)                                           # (K, G): some trial collapsed
-        first = torch.where(col.any(-1), col.float().argmax(-1), torch.full((K,), G))   # index of the first collapse
+        # index of the first collapse
+        first = torch.where(col.any(-1), col.float().argmax(-1), torch.full((K,), G))
         for ki in range(K):
             f = int(first[ki])
             if f < G: hi[ki] = cand[ki, f]; bracketed[ki] = True
@@ -371,18 +413,39 @@ def max_stable_lr(ks: Sequence[int],          # numbers of class embeddings, eac
             elif r == 0: lo[ki] = float('nan')                                # even the smallest lr collapsed
         rec_lr.append(cand); rec_col.append(col); rec_ratio.append(ratio)
     ds = xr.Dataset(
-        {'max_lr': ('k', lo.numpy()), 'first_collapse_lr': ('k', torch.where(bracketed, hi, torch.nan).numpy()),
+        {'max_lr': ('k', lo.numpy()),
+         'first_collapse_lr': ('k', torch.where(bracketed, hi, torch.nan).numpy()),
          'bound': ('k', theorem1_bound(ks) * np.ones(K)), 'threshold': ('k', collapse_lr(ks) * np.ones(K)),
          'grid_lr': (('round', 'k', 'candidate'), torch.stack(rec_lr).numpy()),
          'collapsed': (('round', 'k', 'candidate'), torch.stack(rec_col).numpy()),
          'sv_ratio': (('round', 'k', 'candidate', 'trial'), torch.stack(rec_ratio).numpy())},
         coords={'k': ks, 'round': np.arange(n_rounds), 'candidate': np.arange(G), 'trial': np.arange(T)})
-    ds['max_lr'].attrs.update(long_name='largest learning rate below the first collapsing one (no trial collapsed)')
+    ds['max_lr'].attrs.update(
+        long_name='largest learning rate below the first collapsing one (no trial collapsed)')
     ds['bound'].attrs.update(long_name='clop Theorem 1 bound (eps = 0)')
     ds['threshold'].attrs.update(long_name='our linear threshold 2(k-1)/(k-2)')
     ds['sv_ratio'].attrs.update(long_name='sigma_2 / sigma_1 after the last step')
-    ds.attrs.update(dim=dim, steps=steps, tol=tol, n_trials=n_trials, lr_range=list(lr_range), n_grid=n_grid, n_rounds=n_rounds)
+    ds.attrs.update(dim=dim, steps=steps, tol=tol, n_trials=n_trials, lr_range=list(lr_range), n_grid=n_grid,
+                    n_rounds=n_rounds)
     return ds
+
+# %% ../nbs/02_toy_simulations.ipynb #f3b2e002
+def collapse_one(k: int,                # number of class embeddings, 2 < k <= dim
+                 lr: float,             # η > 0
+                 dim: int = 100,        # m (paper: 100)
+                 steps: int = 800,      # descent steps (Figure 3: 800)
+                 seed: int = 0,         # seed of the initial points
+                 tol: float = 1e-3,  # collapsed when σ₂/σ₁ < tol after the last step (as in `max_stable_lr`)
+                 record_every: int = 40,  # singular values every this many steps (Figure 3: 40)
+                ) -> dict:              # collapsed, sv_ratio, bound, threshold, step (T,), sv (T, k)
+    "One (k, η) trial of clop Figure 3: does renormalized descent on the pairwise cosine sum collapse?"
+    check_positive('tol', tol)
+    x0 = sphere_points((1, int(k)), dim, torch.Generator().manual_seed(int(seed)))
+    _, hist = cosine_sum_descent(x0, lr, steps, record_every)
+    sv = hist['sv'][0]                                                        # (T, k)
+    ratio = float(sv[-1, 1] / sv[-1, 0])
+    return dict(collapsed=ratio < tol, sv_ratio=ratio, bound=theorem1_bound(k), threshold=collapse_lr(k),
+                step=hist['step'].numpy(), sv=sv.numpy())
 
 # %% ../nbs/02_toy_simulations.ipynb #476afa6c
 def rank_k_minus_one(ks: Sequence[int],   # numbers of class embeddings, each 2 < k <= dim
@@ -394,8 +457,12 @@ def rank_k_minus_one(ks: Sequence[int],   # numbers of class embeddings, each 2 
                      seed: int = 0,
                      device: str | torch.device = 'cpu',
                     ) -> xr.Dataset:       # rank, loss, similarity statistics and spectra over (k, seed)
-    "clop Figure 4: minimize the pairwise cosine sum from Gaussian starts, all (k, seed) at once; rank and similarity spread."
-    ks = _check_ks(ks, dim); _check_int('n_seeds', n_seeds); check_positive('lr', lr); check_positive('rank_tol', rank_tol)
+    """clop Figure 4: minimize the pairwise cosine sum from Gaussian starts, all (k, seed) at once; rank
+    and similarity spread."""
+    ks = _check_ks(ks, dim)
+    _check_int('n_seeds', n_seeds)
+    check_positive('lr', lr)
+    check_positive('rank_tol', rank_tol)
     g = torch.Generator().manual_seed(int(seed))
     dev = get_device(device)
     rows, prob = [], []
@@ -422,7 +489,8 @@ def rank_k_minus_one(ks: Sequence[int],   # numbers of class embeddings, each 2 
         'sim_mean': (('k', 'seed'), np.nanmean(flat.numpy(), 1).reshape(len(ks), n_seeds)),
         'etf_sim': ('k', [-1 / (k - 1) for k in ks]),
         'sv': (('k', 'seed', 'index'), (sv / sv[:, :1]).reshape(len(ks), n_seeds, -1).numpy()),
-        'similarities': (('k', 'seed', 'i', 'j'), sims.reshape(len(ks), n_seeds, X.shape[1], X.shape[1]).numpy()),
+        'similarities': (('k', 'seed', 'i', 'j'),
+                         sims.reshape(len(ks), n_seeds, X.shape[1], X.shape[1]).numpy()),
     }, coords={'k': ks, 'seed': np.arange(n_seeds), 'index': np.arange(1, X.shape[1] + 1)})
     ds['sv'].attrs.update(long_name='singular values / largest, zero-padded beyond k')
     ds.attrs.update(dim=dim, lr=lr, steps=steps, rank_tol=rank_tol)
@@ -431,25 +499,26 @@ def rank_k_minus_one(ks: Sequence[int],   # numbers of class embeddings, each 2 
 # %% ../nbs/02_toy_simulations.ipynb #c7b68502
 LEE_FAMILIES = ('info-sym', 'ind-add')
 PARTITIONS = ('fixed', 'reshuffled')
-
 def random_groups(shape: tuple,           # leading shape (*b,)
                   n: int,                 # samples
                   m: Tensor,              # batch sizes, broadcastable to (*b,); each divides n
                   generator: torch.Generator | None = None,
-                 ) -> Tensor:             # (*b, n) batch index of every sample, a uniformly random equal partition
+                 ) -> Tensor:  # (*b, n) batch index of every sample, a uniformly random equal partition
     "A random partition of `n` samples into batches of size `m`, independently for every leading index."
     perm = torch.argsort(torch.rand(*shape, n, generator=generator), -1)     # random order of the samples
-    pos = torch.argsort(perm, -1)                                            # position of each sample in that order
+    pos = torch.argsort(perm, -1)  # position of each sample in that order
     return pos // torch.as_tensor(m).expand(shape)[..., None]
-
 def _variant_name(family: str, c1: int, c2: int) -> str: return f'{family} ({c1},{c2})'
 
+# %% ../nbs/02_toy_simulations.ipynb #90132cd1
 def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c1, c2), family in LEE_FAMILIES
                          n: int = 16,              # samples (positive pairs); n <= dim + 1
                          dim: int = 16,            # embedding dimension d
-                         batch_sizes: Sequence[int] | None = None,  # mini-batch sizes m (each divides n); default [n]
+                         # mini-batch sizes m (each divides n); default [n]
+                         batch_sizes: Sequence[int] | None = None,
                          vrns_weights: Sequence[float] = (0.0,),    # λ of L_VRNS (Def. 5.7)
-                         partitions: Sequence[str] = ('fixed',),    # 'fixed' (Thm 5.5) and/or 'reshuffled' (SGD)
+                         # 'fixed' (Thm 5.5) and/or 'reshuffled' (SGD)
+                         partitions: Sequence[str] = ('fixed',),
                          n_seeds: int = 3,
                          steps: int = 1000,        # Adam steps (cosine-annealed)
                          lr: float = 0.1,          # initial Adam learning rate
@@ -459,15 +528,20 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
                          seed: int = 0,
                          device: str | torch.device = 'cpu',
                          progress: bool = False,
-                        ) -> xr.Dataset:          # s_pos, s_neg_mean, s_neg_var, s_neg_within over (variant, partition, m, vrns_weight, seed)
+                        # s_pos, s_neg_mean, s_neg_var, s_neg_within over (variant, partition, m, vrns_weight,
+                        # seed)
+                        ) -> xr.Dataset:
     "Optimize free unit embeddings under Lee et al.'s loss families, every setting and seed in one batched program."
     _check_int('n', n, 2); _check_int('dim', dim); _check_int('n_seeds', n_seeds); _check_int('steps', steps)
     check_positive('lr', lr); check_positive('temperature', temperature); check_positive('scale', scale)
-    if n > dim + 1: raise ValueError(f"n must be <= dim + 1 (the full-batch optimum is a regular simplex of n points in R^d); got n={n}, dim={dim}")
+    if n > dim + 1:
+        raise ValueError(f"n must be <= dim + 1 (the full-batch optimum is a regular simplex of n points in "
+                         f"R^d); got n={n}, dim={dim}")
     variants = [(check_choice('family', f, LEE_FAMILIES), c1, c2) for f, c1, c2 in variants]
     if not variants: raise ValueError("variants must hold at least one (family, c1, c2)")
     for f, c1, c2 in variants:
-        if (c1, c2) not in ((1, 0), (0, 1), (1, 1)): raise ValueError(f"(c1, c2) must be one of (1, 0), (0, 1), (1, 1); got {(c1, c2)} for {f}")
+        if (c1, c2) not in ((1, 0), (0, 1), (1, 1)):
+            raise ValueError(f"(c1, c2) must be one of (1, 0), (0, 1), (1, 1); got {(c1, c2)} for {f}")
     ms = list(batch_sizes) if batch_sizes is not None else [n]
     bad = [m for m in ms if not (isinstance(m, (int, np.integer)) and 2 <= m <= n and n % m == 0)]
     if bad: raise ValueError(f"batch_sizes must divide n = {n} and lie in [2, n]; got {bad}")
@@ -477,7 +551,8 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
     V, Pt, M, L, S = len(variants), len(partitions), len(ms), len(vrns_weights), n_seeds
     B = (V, Pt, M, L, S)
     g = torch.Generator().manual_seed(int(seed))
-    # one set of initial embeddings and one fixed partition per seed, shared by every setting (common random numbers)
+    # one set of initial embeddings and one fixed partition per seed, shared by every setting
+    # (common random numbers)
     w0 = torch.randn(S, 2, n, dim, generator=g)
     W = w0.expand(*B[:-1], -1, -1, -1, -1).clone().to(dev).requires_grad_()   # (V, Pt, M, L, S, 2, n, d)
     m_t = torch.tensor(ms, device=dev)[None, None, :, None, None]                  # (1, 1, M, 1, 1)
@@ -486,17 +561,20 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
     fam = torch.tensor([f == 'info-sym' for f, _, _ in variants], device=dev)[:, None, None, None, None]
     sw = lambda i, on: torch.tensor([float(v[i]) if (v[0] == 'info-sym') == on else 1.0 for v in variants],
                                     device=dev)[:, None, None, None, None]
-    c1_info, c2_info, c1_ind, c2_ind = sw(1, True), sw(2, True), sw(1, False), sw(2, False)  # dummy (1, 1) where unused
+    # dummy (1, 1) where unused
+    c1_info, c2_info, c1_ind, c2_ind = sw(1, True), sw(2, True), sw(1, False), sw(2, False)
     lam = torch.tensor([float(w) for w in vrns_weights], device=dev)[None, None, None, :, None]
     opt = torch.optim.Adam([W], lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     any_info, any_ind = bool(fam.any()), bool((~fam).any())
     any_resh = 'reshuffled' in partitions
     for _ in tqdm(range(steps), disable=not progress, mininterval=1, leave=False):
-        groups = torch.where(is_fixed, fixed, random_groups(B, n, torch.tensor(ms)[None, None, :, None, None], g).to(dev)) if any_resh else fixed
-        same = groups[..., :, None] == groups[..., None, :]                          # (*B, n, n), equal batches by construction
+        groups = torch.where(is_fixed, fixed, random_groups(B, n, torch.tensor(ms)[None, None, :, None, None],
+                                                            g).to(dev)) if any_resh else fixed
+        same = groups[..., :, None] == groups[..., None, :]  # (*B, n, n), equal batches by construction
         u, v = F.normalize(W[..., 0, :, :], dim=-1), F.normalize(W[..., 1, :, :], dim=-1)
-        # the losses of cosine_pitfalls.similarity_losses on unit rows, with the batch mask built once per step
+        # the losses of cosine_pitfalls.similarity_losses on unit rows, with the batch mask built once
+        # per step
         li = _info_sym(u, v, c1_info, c2_info, temperature, same) if any_info else 0
         la = _ind_add(u, v, c1_ind, c2_ind, scale, bias, same) if any_ind else 0
         loss = torch.where(fam, li, la) if any_info and any_ind else (li if any_info else la)
@@ -511,27 +589,31 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
         s_within = torch.where(is_fixed[..., 0], s_within, torch.nan)
     dims = ('variant', 'partition', 'm', 'vrns_weight', 'seed')
     ds = xr.Dataset({k: (dims, t.cpu().numpy()) for k, t in
-                     dict(s_pos=st['s_pos'], s_neg_mean=st['s_neg_mean'], s_neg_var=st['s_neg_var'], s_neg_within=s_within).items()},
+                     dict(s_pos=st['s_pos'], s_neg_mean=st['s_neg_mean'], s_neg_var=st['s_neg_var'],
+                          s_neg_within=s_within).items()},
                     coords=dict(variant=[_variant_name(*v) for v in variants], partition=partitions, m=ms,
                                 vrns_weight=[float(w) for w in vrns_weights], seed=np.arange(S)))
-    ds['target'] = xr.DataArray(-1 / (n - 1)); ds['target'].attrs.update(long_name='full-batch optimum of s_neg, -1/(n-1)')
+    ds['target'] = xr.DataArray(-1 / (n - 1))
+    ds['target'].attrs.update(long_name='full-batch optimum of s_neg, -1/(n-1)')
     ds['within_target'] = ('m', [-1 / (m - 1) for m in ms])
     ds['var_lower_bound'] = ('m', [(n - m) / ((n - 1) ** 2 * (m - 1)) for m in ms])
-    ds['var_lower_bound'].attrs.update(long_name='(n-m)/((n-1)^2 (m-1)): variance of the within-batch pairs alone at f*_batch')
-    ds['s_neg_within'].attrs.update(long_name='mean cross-view similarity of negatives in the same (fixed) batch')
+    ds['var_lower_bound'].attrs.update(
+        long_name='(n-m)/((n-1)^2 (m-1)): variance of the within-batch pairs alone at f*_batch')
+    ds['s_neg_within'].attrs.update(
+        long_name='mean cross-view similarity of negatives in the same (fixed) batch')
     ds.attrs.update(n=n, dim=dim, steps=steps, lr=lr, temperature=temperature, scale=scale, bias=bias)
     return ds
 
 # %% ../nbs/02_toy_simulations.ipynb #7a0c9047
 DCLR_LOSSES = ('eq2', 'dot')
 DCLR_INITS = ('uniform', 'distinct')
-
 def dclr_info_nce(z1: Tensor,              # embeddings of the first view, (*b, n, d) (not normalized)
                   z2: Tensor,              # embeddings of the second view, (*b, n, d)
                   kind: str = 'eq2',       # 'eq2' (directclr eq. 2) or 'dot' (the official toy code)
                   temperature: float = 0.1,  # τ of the 'dot' logits
                  ) -> Tensor:              # (*b,) mean over the n anchors
-    "InfoNCE of directclr eq. (2) (negative squared distances, negatives from the same branch), or the official code's dot-product form."
+    """InfoNCE of directclr eq. (2) (negative squared distances, negatives from the same branch), or the
+    official code's dot-product form."""
     check_choice('kind', kind, DCLR_LOSSES); check_positive('temperature', temperature)
     n = z1.shape[-2]
     if kind == 'dot':
@@ -539,17 +621,18 @@ def dclr_info_nce(z1: Tensor,              # embeddings of the first view, (*b, 
         return -torch.diagonal(torch.log_softmax(logits, -1), dim1=-2, dim2=-1).mean(-1)
     pos = -((z1 - z2) ** 2).sum(-1) / 2                                                 # (*b, n)
     sq = (z1 * z1).sum(-1)                                                              # (*b, n)
-    logits = (2 * z1 @ z1.transpose(-1, -2) - sq[..., :, None] - sq[..., None, :]) / 2  # (*b, n, n) −‖z_i − z_j‖²/2
+    # (*b, n, n) −‖z_i − z_j‖²/2
+    logits = (2 * z1 @ z1.transpose(-1, -2) - sq[..., :, None] - sq[..., None, :]) / 2
     eye = torch.eye(n, dtype=torch.bool, device=z1.device)
-    logits = torch.where(eye, pos[..., :, None].expand_as(logits), logits)              # the positive takes the diagonal
+    logits = torch.where(eye, pos[..., :, None].expand_as(logits), logits)  # the positive takes the diagonal
     return (torch.logsumexp(logits, -1) - pos).mean(-1)
-
 def init_linear_weights(kinds: Sequence[str],  # one of DCLR_INITS per configuration
                         depth: int,            # layers per configuration (L_max)
                         dim: int = 16,
                         generator: torch.Generator | None = None,
                        ) -> Tensor:            # (C, depth, dim, dim)
-    "Initial weights: 'uniform' = nn.Linear's U(−1/√d, 1/√d); 'distinct' = U diag(e^{−0.35 i}) Vᵀ (the official case-2 init)."
+    """Initial weights: 'uniform' = nn.Linear's U(−1/√d, 1/√d); 'distinct' = U diag(e^{−0.35 i}) Vᵀ (the
+    official case-2 init)."""
     out = []
     for kind in kinds:
         check_choice('init', kind, DCLR_INITS)
@@ -560,6 +643,7 @@ def init_linear_weights(kinds: Sequence[str],  # one of DCLR_INITS per configura
             out.append(u @ torch.diag(torch.exp(-0.35 * torch.arange(dim, dtype=torch.float32))) @ vh)
     return torch.stack(out)
 
+# %% ../nbs/02_toy_simulations.ipynb #81304747
 def linear_net(x: Tensor,       # inputs, (C, n, d)
                W: Tensor,       # weights, (C, L, d, d); layer 0 acts first
                depth: Tensor,   # (C,) layers used by each configuration (1..L)
@@ -569,19 +653,24 @@ def linear_net(x: Tensor,       # inputs, (C, n, d)
     L = W.shape[1]
     layer = torch.arange(L, device=W.device)[None, :]                                  # (1, L)
     used = (layer < depth[:, None]).to(W.dtype)[:, :, None, None]                        # (C, L, 1, 1)
-    W = used * W + (1 - used) * torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)  # unused layers: identity, no gradient
-    rmask = (relu[:, None] & (layer < depth[:, None] - 1)).to(W.dtype)[:, :, None, None]  # (C, L, 1, 1) ReLU after layer l
+    # unused layers: identity, no gradient
+    W = used * W + (1 - used) * torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
+    # (C, L, 1, 1) ReLU after layer l
+    rmask = (relu[:, None] & (layer < depth[:, None] - 1)).to(W.dtype)[:, :, None, None]
     any_relu = bool(relu.any())
     for l in range(L):
         x = x @ W[:, l].transpose(-1, -2)                                                # (C, n, d)
         if any_relu: x = x + rmask[:, l] * (torch.relu(x) - x)
     return x
 
+# %% ../nbs/02_toy_simulations.ipynb #6bc484cd
 def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d)
                              depth: Sequence[int], # layers of each configuration, 1..L
                              relu: Sequence[bool], # ReLU between layers
-                             aug_std: Tensor,      # (C, d) standard deviation of the additive noise per input dimension
-                             config_seed: Sequence[int],  # which dataset (seed index) each configuration trains on
+                             # (C, d) standard deviation of the additive noise per input dimension
+                             aug_std: Tensor,
+                             # which dataset (seed index) each configuration trains on
+                             config_seed: Sequence[int],
                              steps: int = 10_000,  # SGD steps (official: 10 000)
                              lr: float = 0.01,     # SGD learning rate (official case 2: 0.01)
                              batch_size: int = 128,
@@ -590,7 +679,8 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
                              temperature: float = 0.1,
                              record_every: int = 100,
                              n_eval: int = 2000,   # fresh inputs for the embedding spectrum
-                             coords: dict | None = None,  # extra per-configuration coordinates (name -> values)
+                             # extra per-configuration coordinates (name -> values)
+                             coords: dict | None = None,
                              seed: int = 0,
                              device: str | torch.device = 'cpu',
                              progress: bool = False,
@@ -600,15 +690,19 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
     depth_t, relu_t = torch.as_tensor(list(depth)), torch.as_tensor(list(relu), dtype=torch.bool)
     seed_t = torch.as_tensor(list(config_seed))
     if not (len(depth_t) == len(relu_t) == len(seed_t) == C and aug_std.shape == (C, d)):
-        raise ValueError(f"depth, relu, config_seed must have one entry per configuration (C = {C}) and aug_std shape (C, d) = {(C, d)}")
-    if not bool(((depth_t >= 1) & (depth_t <= L)).all()): raise ValueError(f"depth must lie in 1..{L}; got {depth_t.tolist()}")
+        raise ValueError(f"depth, relu, config_seed must have one entry per configuration (C = {C}) and "
+                         f"aug_std shape (C, d) = {(C, d)}")
+    if not bool(((depth_t >= 1) & (depth_t <= L)).all()):
+        raise ValueError(f"depth must lie in 1..{L}; got {depth_t.tolist()}")
     if bool((aug_std < 0).any()): raise ValueError("aug_std must be non-negative")
-    for name, v in (('steps', steps), ('batch_size', batch_size), ('n_data', n_data), ('record_every', record_every), ('n_eval', n_eval)): _check_int(name, v)
+    for name, v in (('steps', steps), ('batch_size', batch_size), ('n_data', n_data),
+                    ('record_every', record_every), ('n_eval', n_eval)):
+        _check_int(name, v)
     check_positive('lr', lr); check_choice('loss', loss, DCLR_LOSSES)
     dev = get_device(device)
     g = torch.Generator().manual_seed(int(seed))
     S = int(seed_t.max()) + 1
-    data = torch.randn(S, n_data, d, generator=g)                                          # one dataset per seed index
+    data = torch.randn(S, n_data, d, generator=g)  # one dataset per seed index
     x_eval = torch.randn(n_eval, d, generator=g).to(dev)
     W = W0.clone().to(dev).requires_grad_()
     depth_t, relu_t, seed_t, std = depth_t.to(dev), relu_t.to(dev), seed_t.to(dev), aug_std.to(dev)
@@ -620,19 +714,21 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
             rec['step'].append(t); rec['loss'].append(loss_value)
             rec['weight_sv'].append(torch.linalg.svdvals(W).cpu())                          # (C, L, d)
             z = linear_net(x_eval.expand(C, -1, -1), W, depth_t, relu_t)                    # (C, n_eval, d)
-            zc = (z - z.mean(-2, keepdim=True)).double()                                      # float64: small eigenvalues stay meaningful
-            rec['emb_eig'].append(torch.linalg.eigvalsh(zc.transpose(-1, -2) @ zc / (n_eval - 1)).flip(-1).clamp_min(0).cpu())
+            zc = (z - z.mean(-2, keepdim=True)).double()  # float64: small eigenvalues stay meaningful
+            rec['emb_eig'].append(
+                torch.linalg.eigvalsh(zc.transpose(-1, -2) @ zc / (n_eval - 1)).flip(-1).clamp_min(0).cpu())
             u1 = torch.linalg.svd(W[:, 0])[0]; vh2 = torch.linalg.svd(W[:, 1])[2]
-            A = vh2 @ u1                                                                     # (C, d, d) = V₂ᵀU₁
+            A = vh2 @ u1  # (C, d, d) = V₂ᵀU₁
             rec['align_diag'].append(torch.diagonal(A, dim1=-2, dim2=-1).abs().cpu())
             return A.abs().cpu()
     last = torch.full((C,), float('nan'))
-    for t in tqdm(range(steps + 1), disable=not progress, mininterval=1, leave=False):
+    for t in tqdm(range(steps + 1), total=steps, disable=not progress, mininterval=1, leave=False):
         if t % record_every == 0 or t == steps: A = record(t, last.clone())
         if t == steps: break
         idx = torch.randint(0, n_data, (S, batch_size), generator=g).to(dev)
         x = torch.gather(data, 1, idx[..., None].expand(-1, -1, d))[seed_t]               # (C, batch, d)
-        n1 = torch.randn(C, batch_size, d, generator=g).to(dev); n2 = torch.randn(C, batch_size, d, generator=g).to(dev)
+        n1 = torch.randn(C, batch_size, d, generator=g).to(dev)
+        n2 = torch.randn(C, batch_size, d, generator=g).to(dev)
         z1 = linear_net(x + std[:, None, :] * n1, W, depth_t, relu_t)
         z2 = linear_net(x + std[:, None, :] * n2, W, depth_t, relu_t)
         per = dclr_info_nce(z1, z2, loss, temperature)                                     # (C,)
@@ -651,7 +747,8 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
                'seed': ('config', seed_t.cpu().numpy())})
     for name, values in (coords or {}).items(): ds = ds.assign_coords({name: ('config', list(values))})
     ds['weight_sv'].attrs.update(long_name='singular values of each layer (layers beyond depth are unused)')
-    ds['emb_eig'].attrs.update(long_name='eigenvalues of the embedding covariance on fresh inputs, descending')
+    ds['emb_eig'].attrs.update(
+        long_name='eigenvalues of the embedding covariance on fresh inputs, descending')
     ds['align'].attrs.update(long_name='|A| = |V2^T U1| after training (layers 1 and 2)')
     ds['weight_end'].attrs.update(long_name='weights after training (row i: output, column j: input)')
     ds.attrs.update(lr=lr, batch_size=batch_size, n_data=n_data, loss=loss, steps=steps, n_eval=n_eval)

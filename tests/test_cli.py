@@ -138,13 +138,34 @@ def test_edited_code_reruns_without_force(smoke1, tmp_path):
 
 
 def test_report_rebuilds_from_disk(smoke1, cli):
+    "`report` rebuilds report.md, report.html and a missing notebook page from the files on disk."
     out, r, _ = smoke1
-    old = (out/'report.md').read_text(); (out/'report.md').unlink()
+    old, old_html = (out/'report.md').read_text(), (out/'report.html').read_text()
+    page = out/'notebooks'/'01_gradients.smoke.html'
+    for f in (out/'report.md', out/'report.html', page): f.unlink()
     r2 = cli('report', '--out', out)
     assert r2.returncode == 0, r2.stderr
+    assert r2.stdout.split() == [str(out/'report.md'), str(out/'report.html')]
     new = (out/'report.md').read_text()
     strip = lambda s: [l for l in s.splitlines() if not l.startswith('git:')]
     assert strip(new) == strip(old)
+    strip_html = lambda s: [l for l in s.splitlines() if not l.startswith('<p>git:')]
+    assert strip_html((out/'report.html').read_text()) == strip_html(old_html)
+    assert page.exists()
+
+
+def test_every_id_is_anchored_in_its_rendered_notebook(smoke1):
+    "The executed notebook is rendered to notebooks/, one anchor per registered ID, each linked from report.html."
+    from cosine_pitfalls.runner import report_problems
+    out, r, _ = smoke1
+    page = (out/'notebooks'/'01_gradients.smoke.html').read_text()
+    rep = (out/'report.html').read_text()
+    for i in SECTION1:
+        assert f'id="{i}"' in page, i
+        assert f'<a href="notebooks/01_gradients.smoke.html#{i}"><code>{i}</code></a>' in rep, i
+    assert report_problems(out/'report.html') == []
+    run = read_json(out/'manifest.json')['runs'][0]
+    assert run['html'] == 'notebooks/01_gradients.smoke.html' and 'html_error' not in run
 
 
 def _broken_copy(tmp_path, file):
@@ -257,6 +278,8 @@ def test_section4_trains_through_the_runner(tmp_path):
         assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
     runs = list((out/'training'/'04_directclr'/'runs').iterdir())
     assert len(runs) >= 2 * 8 and all((d/'run.nc').exists() for d in runs)
+    page = (out/'notebooks'/'04_directclr.smoke.html').read_text()
+    assert all(f'id="{i}"' in page for i in section_ids(4))
     n = len(read_json(out/'manifest.json')['runs'])
     r2 = run_cli('reproduce', '--profile', 'smoke', '--section', '4', '--out', out, '--quiet')
     assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n

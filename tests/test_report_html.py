@@ -1,0 +1,133 @@
+"""What a reader opens: report.html and the rendered notebooks after a smoke reproduction of sections 2 and 3.
+
+The images and local links of report.html are checked twice: always on the parsed HTML (`report_problems`), and in
+headless Chromium driven by chromedriver where both are installed (Debian: `apt-get install chromium chromium-driver`);
+without them the browser test is skipped and says so (`pytest -rs`).
+"""
+import json, re, shutil, urllib.parse
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.sign import NotebookNotary
+
+from conftest import read_json, run_cli
+
+from cosine_pitfalls.paper import PAPER, notebook_of, section_ids
+from cosine_pitfalls.runner import report_problems
+
+SECTIONS = (2, 3)
+WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
+IDS = [i for s in SECTIONS for i in section_ids(s)]
+CHROMIUM_FLAGS = ('--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+                  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+                  '--disable-dev-shm-usage', '--window-size=1400,1000')
+
+
+@pytest.fixture(scope='module')
+def smoke23(tmp_path_factory):
+    "One smoke run of sections 2 and 3 through the installed CLI."
+    out = tmp_path_factory.mktemp('smoke23')
+    r = run_cli('reproduce', '--profile', 'smoke', '--section', *map(str, SECTIONS), '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _figures(out):
+    return [i for i in IDS if (out/'figures'/f'{i}.png').exists()]
+
+
+def test_report_html_parsed(smoke23):
+    "Every image of report.html decodes, every local link finds its file and anchor (html.parser, no browser)."
+    out = smoke23
+    print('checked on the parsed HTML (html.parser)')
+    assert report_problems(out/'report.html') == []
+    rep = (out/'report.html').read_text()
+    assert rep.count('<img src="data:image/png;base64,') == len(_figures(out)) > 0
+    for i in IDS:
+        page = f"notebooks/{notebook_of(i).stem}.smoke.html"
+        assert f'<a href="{page}#{i}"><code>{i}</code></a>' in rep, i
+        assert f'id="{i}"' in (out/page).read_text(), i
+
+
+def test_executed_notebooks_read_well(smoke23):
+    "Title first, no TqdmWarning, bars saved as widgets (text: their last line), trusted; one line each on the page."
+    out, bars = smoke23, 0
+    for s in SECTIONS:
+        stem = notebook_of(section_ids(s)[0]).stem
+        nb = json.loads((out/'runs'/f'{stem}.smoke.ipynb').read_text())
+        first = nb['cells'][0]
+        assert first['cell_type'] == 'markdown' and ''.join(first['source']).startswith('# '), stem
+        text = json.dumps(nb)
+        assert 'TqdmWarning' not in text and 'IProgress not found' not in text, stem
+        assert 'widgets' in nb['metadata'], stem                                # the bars' state, for JupyterLab
+        views = [o['data'] for c in nb['cells'] for o in c.get('outputs', []) if WIDGET_VIEW in o.get('data', {})]
+        assert not [v for v in views if re.match(r'\D*\b0%\|', ''.join(v['text/plain']))], stem  # not the first line
+        assert NotebookNotary().check_signature(nbformat.read(out/'runs'/f'{stem}.smoke.ipynb', as_version=4))
+        page = (out/'notebooks'/f'{stem}.smoke.html').read_text()
+        assert 'widget-view+json' not in page and 'widget-state+json' not in page, stem
+        bars += page.count('it/s]</pre>')                                       # a bar, as the line it ended on
+    assert bars > 0                  # section 3's 'base losses' bar stays; the bars with leave=False are hidden
+
+
+def _browser():
+    "(chromium, chromedriver) paths, or None with the reason."
+    chromium = next((shutil.which(b) for b in ('chromium', 'chromium-browser', 'google-chrome') if shutil.which(b)), None)
+    driver = shutil.which('chromedriver') or (Path('/usr/bin/chromedriver') if Path('/usr/bin/chromedriver').exists()
+                                              else None)
+    if not (chromium and driver):
+        return None, ('no Chromium/chromedriver here (apt-get install chromium chromium-driver): report.html was '
+                      'checked on the parsed HTML only (test_report_html_parsed)')
+    try: import selenium  # noqa: F401
+    except ImportError: return None, 'selenium is not installed: report.html was checked on the parsed HTML only'
+    return (chromium, str(driver)), ''
+
+
+def test_report_html_in_chromium(smoke23, tmp_path):
+    "Headless Chromium: every <img> of report.html loads (naturalWidth > 0), every local link lands on its anchor."
+    found, why = _browser()
+    if not found: pytest.skip(why)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    chromium, driver = found
+    out = smoke23
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in (*CHROMIUM_FLAGS, f'--user-data-dir={tmp_path/"profile"}'): opts.add_argument(a)
+    opts.page_load_strategy = 'eager'              # the rendered notebooks ask a CDN for MathJax; no network here
+    drv = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    try:
+        drv.set_page_load_timeout(60)
+        drv.get((out/'report.html').as_uri())
+        drv.execute_async_script("const done = arguments[0];"
+                                 "Promise.all([...document.images].map(i => i.decode().catch(() => null))).then(done);")
+        broken = drv.execute_script("return [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+                                    ".map(i => i.alt);")
+        n_img = drv.execute_script('return document.images.length;')
+        links = drv.execute_script('return [...document.links].map(a => a.href);')
+        drv.save_screenshot(str(out/'report.png'))
+        assert broken == [] and n_img == len(_figures(out)) > 0, broken
+        local = [urllib.parse.urlsplit(h) for h in links if h.startswith('file:')]
+        pages = {}
+        for u in local:
+            pages.setdefault(urllib.parse.unquote(u.path), set()).add(urllib.parse.unquote(u.fragment))
+        missing = [p for p in pages if not Path(p).is_file()]
+        assert missing == [], missing
+        landed = {}
+        for p, frags in pages.items():
+            frags.discard('')
+            if not frags or not p.endswith('.html'): continue
+            drv.get(Path(p).as_uri())
+            for f in sorted(frags):
+                landed[(Path(p).name, f)] = drv.execute_script(
+                    "const id = arguments[0]; location.hash = encodeURIComponent(id);"
+                    "const el = document.getElementById(id); if (!el) return 'no anchor';"
+                    "const top = el.getBoundingClientRect().top;"
+                    "const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 2;"
+                    "return (Math.abs(top) < 2 || bottom) ? 'landed' : 'anchor at ' + top;", f)
+        assert set(landed.values()) == {'landed'}, {k: v for k, v in landed.items() if v != 'landed'}
+        assert {f for _, f in landed} >= set(IDS)
+        print(f'checked in headless Chromium ({chromium}): {n_img} images loaded, {len(landed)} anchors landed; '
+              f'screenshot {out/"report.png"}')
+    finally:
+        drv.quit()
