@@ -22,31 +22,32 @@ __all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS
 # %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
 PROFILES = {
     'smoke': {},
-    'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=8, epochs_t3='8,16', steps_per_epoch=0,
-                batch_size=128, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-5',
-                wds_t6='5e-5,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256',
+    'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=8, epochs_t3='8,16',
+                steps_per_epoch=0, batch_size=128, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8',
+                wds_t5='1e-8,1e-5', wds_t6='5e-5,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256',
                 queue_size=1024, dino_out=1024, eval_every=2, diag_samples=256, workers=2),
     'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
-                head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256, lr=0.06,
-                wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
+                head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
+                lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
                 wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256,512',
                 pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5, diag_samples=512, workers=1),
     'paper': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', dataset_in100='imagefolder',
                   dataset_flowers='flowers102', image_size=0, image_sizes='imagefolder:224,flowers102:224',
                   backbone='resnet18', head_width=2048, head_out=128, epochs=100, epochs_t3='100,300,500',
-                  steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8',
-                  wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8',
-                  batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=65536, dino_out=65536, eval_every=10,
-                  diag_samples=512, workers=1),
+                  steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0',
+                  cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3',
+                  cuts_f5='0.5,1,2,4,8', batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=65536,
+                  dino_out=65536, eval_every=10, diag_samples=512, workers=1),
 }
 
 # %% ../nbs/05a_embedding_norms.ipynb #11253ae9
 CORE = ('simclr', 'simsiam', 'byol')                         # pitfalls' three methods
-CUT_DEFAULT = {'simclr': 3.0, 'simsiam': 9.0, 'byol': 9.0}   # pitfalls §4: c = 3 contrastive, c = 9 non-contrastive
+# pitfalls §4: c = 3 contrastive, c = 9 non-contrastive
+CUT_DEFAULT = {'simclr': 3.0, 'simsiam': 9.0, 'byol': 9.0}
 ROLES = ('C-10', 'C-100', 'IN-100', 'Flowers')               # the paper's datasets
 GROUP_ROLES = {'table1': ('C-10',), 'table2': ('IN-100', 'C-100'), 'table3': ROLES, 'table4': ('IN-100',),
-               'table5': ('C-100',), 'table6': ('IN-100',), 'fig3': ('C-10',), 'fig4': ('C-10',), 'fig5': ('C-10',),
-               'lee': ('C-10',)}
+               'table5': ('C-100',), 'table6': ('IN-100',), 'fig3': ('C-10',), 'fig4': ('C-10',),
+               'fig5': ('C-10',), 'lee': ('C-10',)}
 ID_GROUPS = {'pitfalls.table1': ('table1',), 'pitfalls.table2': ('table2',), 'pitfalls.table3': ('table3',),
              'pitfalls.table4': ('table4',), 'pitfalls.table5': ('table5',), 'pitfalls.table6': ('table6',),
              'pitfalls.fig3': ('fig3', 'table1'), 'pitfalls.fig4': ('fig4',), 'pitfalls.fig5': ('fig5',),
@@ -60,7 +61,8 @@ def parse_values(text: str,    # comma-separated numbers, e.g. '0.05,0.005,0'
     try: vals = [kind(t) for t in str(text).split(',') if t.strip()]
     except ValueError: vals = []
     if not vals or any(not math.isfinite(v) or v < 0 for v in vals):
-        raise ValueError(f"{name} must be comma-separated non-negative {kind.__name__}s, e.g. '1,2'; got {text!r}")
+        raise ValueError(
+            f"{name} must be comma-separated non-negative {kind.__name__}s, e.g. '1,2'; got {text!r}")
     if len(set(vals)) != len(vals): raise ValueError(f"{name} must not repeat a value; got {text!r}")
     return vals
 
@@ -102,9 +104,10 @@ def settings_5a(ids: list,            # the result IDs asked for
     "The named settings of the requested results, and their description."
     rows, data_kw = {}, data_kw or {}
     def add(group, d, method, lam, c=1.0, e=epochs, variant='default', bs=0, vrns=0.0, **extra):
-        meta = dict(group=group, dataset=d, model=method, wd=float(lam), c=float(c), epochs=int(e), variant=variant,
-                    batch_size=int(bs), vrns=float(vrns))
-        name = f"{group}:{d}:{method}:wd={lam:g}:c={c:g}:e={e}:{variant}" + (f":bs={bs}:vrns={vrns:g}" if bs else '')
+        meta = dict(group=group, dataset=d, model=method, wd=float(lam), c=float(c), epochs=int(e),
+                    variant=variant, batch_size=int(bs), vrns=float(vrns))
+        name = (f"{group}:{d}:{method}:wd={lam:g}:c={c:g}:e={e}:{variant}"
+                + (f":bs={bs}:vrns={vrns:g}" if bs else ''))
         over = dict(method=method, dataset=d, weight_decay=float(lam), cut_c=float(c), epochs=int(e),
                     **data_kw.get(d, {}), **extra)
         if bs: over.update(batch_size=int(bs), vrns_weight=float(vrns))
@@ -121,8 +124,10 @@ def settings_5a(ids: list,            # the result IDs asked for
                 for m in CORE:
                     for e in epochs_t3:
                         add(g, d, m, wd, e=e); add(g, d, m, wd, CUT_DEFAULT[m], e=e, variant='cut')
-                    if d == group_datasets(g, roles)[0]:   # the other cut mode, once: first dataset, shortest length
-                        add(g, d, m, wd, CUT_DEFAULT[m], e=epochs_t3[0], variant='cut_weights', cut_mode='weights')
+                    # the other cut mode, once: first dataset, shortest length
+                    if d == group_datasets(g, roles)[0]:
+                        add(g, d, m, wd, CUT_DEFAULT[m], e=epochs_t3[0], variant='cut_weights',
+                            cut_mode='weights')
             elif g == 'table4':
                 for m in ('moco_v2', 'moco_v3', 'dino'):
                     for c in (1.0, 3.0): add(g, d, m, wd, c)
@@ -131,7 +136,8 @@ def settings_5a(ids: list,            # the result IDs asked for
                 for c in cuts:
                     for lam in lams: add(g, d, m, lam, c)
             elif g == 'fig3':
-                for t in ('attraction', 'repulsion', 'both'): add(g, d, 'simclr', 0.0, variant=t, simclr_terms=t)
+                for t in ('attraction', 'repulsion', 'both'):
+                    add(g, d, 'simclr', 0.0, variant=t, simclr_terms=t)
             elif g == 'fig4':
                 for m in ('simclr', 'byol'): add(g, d, m, wd, variant='2d', head_out=2, diag_keep=pairs_kept)
             elif g == 'fig5':
@@ -139,13 +145,15 @@ def settings_5a(ids: list,            # the result IDs asked for
                     for c in cuts_f5: add(g, d, m, wd, c, eval_every=eval_every)
             elif g == 'lee':                 # every batch size gets the same number of SGD steps
                 n = (n_train or {}).get(d)
-                if n is None: raise ValueError(f"n_train must give the training-set size of {d!r} (lee's steps)")
+                if n is None:
+                    raise ValueError(f"n_train must give the training-set size of {d!r} (lee's steps)")
                 steps = lee_steps or epochs * (n // batch_size)
                 for b in batch_sizes:
                     if b > n: raise ValueError(f"batch_sizes: {b} exceeds the {n} training images of {d}")
                     e = max(1, round(steps / (n // b)))
                     for v in (0.0, vrns_weight):
-                        add(g, d, 'simclr', wd, e=e, bs=b, vrns=v, variant='vrns' if v else 'default', knn_features='backbone')
+                        add(g, d, 'simclr', wd, e=e, bs=b, vrns=v, variant='vrns' if v else 'default',
+                            knn_features='backbone')
     settings = {n: over for n, (over, _) in rows.items()}
     meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
     return settings, meta
@@ -176,7 +184,8 @@ def judge_collapse(acc: xr.DataArray, band: float) -> tuple[str, str]:
     "Claim 'collapses to chance': agree if every seed is inside the band, differ if every seed is above it."
     inside = (acc <= band).values
     v = 'agree' if inside.all() else 'differ' if not inside.any() else 'inconclusive'
-    return v, f"kNN {ms(acc)} vs chance band ≤ {band:.3f} ({int(inside.sum())} of {inside.size} seeds inside) → {v}"
+    return v, (f"kNN {ms(acc)} vs chance band ≤ {band:.3f} ({int(inside.sum())} of {inside.size} seeds "
+               f"inside) → {v}")
 
 def judge_all(parts: list[tuple[str, str]]) -> tuple[str, str]:
     "The weakest verdict of several (verdict, text) parts, and their texts joined."
@@ -195,14 +204,16 @@ def table1_parts(knn: xr.DataArray,   # (wd, seed) final kNN of one method
     parts = [judge_collapse(knn.sel(wd=lams[0]), band)]
     parts[0] = (parts[0][0], f'λ = {lams[0]:g} collapses: ' + parts[0][1])
     for big, small in zip(lams, lams[1:]):
-        parts.append(judge_claim(zn.sel(wd=small), zn.sel(wd=big), +1, f'‖z‖(λ {small:g}) − ‖z‖(λ {big:g})', 2))
+        parts.append(judge_claim(zn.sel(wd=small), zn.sel(wd=big), +1, f'‖z‖(λ {small:g}) − ‖z‖(λ {big:g})',
+                                 2))
     best = BEST_WD_T1[method]
     if best in lams and 0.0 in lams:
         parts.append(judge_claim(knn.sel(wd=best), knn.sel(wd=0.0), +1, f'kNN(λ {best:g}) − kNN(λ 0)'))
     return parts
 
 # %% ../nbs/05a_embedding_norms.ipynb #21cd6989
-PAPER_TRAIN_IMAGES = {'C-10': 50_000, 'C-100': 50_000, 'IN-100': 126_700, 'Flowers': None}   # one epoch of the paper's
+# one epoch of the paper's
+PAPER_TRAIN_IMAGES = {'C-10': 50_000, 'C-100': 50_000, 'IN-100': 126_700, 'Flowers': None}
 
 def paper_epoch(e_paper: int,   # an epoch of the paper
                 role: str,      # the paper's dataset it counts ('C-10', 'C-100', 'IN-100')
@@ -218,7 +229,8 @@ def judge_small(x: xr.DataArray, bound: float, what: str) -> tuple[str, str]:
     return v, f'{what} {ms(x)} (≤ {bound:g} in {int(ok.sum())} of {ok.size} seeds) → {v}'
 
 # %% ../nbs/05a_embedding_norms.ipynb #b6a518e4
-CUT_SIGNS = {'table5': {2.0: +1, 4.0: +1, 8.0: -1},   # sign of the paper's row mean minus c = 1's (Table 5, SimCLR)
+# sign of the paper's row mean minus c = 1's (Table 5, SimCLR)
+CUT_SIGNS = {'table5': {2.0: +1, 4.0: +1, 8.0: -1},
              'table6': {2.0: +1, 4.0: +1, 8.0: +1}}   # (Table 6, SimSiam)
 
 def cut_grid_parts(knn: xr.DataArray,  # (c, wd, seed) final kNN of one dataset
@@ -235,9 +247,12 @@ def heatmap(ax, grid: xr.DataArray, title: str):
     m = grid.mean('seed').transpose('c', 'wd')
     im = ax.imshow(m.values, cmap='viridis', aspect='auto')
     for i in range(m.sizes['c']):
-        for j in range(m.sizes['wd']): ax.text(j, i, f'{float(m[i, j]):.3f}', ha='center', va='center', fontsize=7, color='w')
-    ax.set_xticks(range(m.sizes['wd']), [f'{v:g}' for v in m.wd.values]); ax.set_yticks(range(m.sizes['c']), [f'{v:g}' for v in m.c.values])
-    ax.set(xlabel='weight decay λ', ylabel='cut constant c', title=title); plt.colorbar(im, ax=ax, fraction=0.046)
+        for j in range(m.sizes['wd']):
+            ax.text(j, i, f'{float(m[i, j]):.3f}', ha='center', va='center', fontsize=7, color='w')
+    ax.set_xticks(range(m.sizes['wd']), [f'{v:g}' for v in m.wd.values])
+    ax.set_yticks(range(m.sizes['c']), [f'{v:g}' for v in m.c.values])
+    ax.set(xlabel='weight decay λ', ylabel='cut constant c', title=title)
+    plt.colorbar(im, ax=ax, fraction=0.046)
 
 # %% ../nbs/05a_embedding_norms.ipynb #e6d7fb83
 def antipodal_concentration(z: xr.DataArray,   # (..., pair, pair_component=2) embeddings z1 or z2
@@ -255,4 +270,5 @@ def pair_panel(ax, z1: np.ndarray, z2: np.ndarray, title: str):
     lc.set_array(cos); ax.add_collection(lc)
     ax.add_patch(plt.Circle((0, 0), 1, fill=False, color='0.85', lw=0.8))
     ax.scatter(*u1.T, s=4, c='k'); ax.scatter(*u2.T, s=4, c='gray')
-    ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect='equal', xticks=[], yticks=[]); ax.set_title(title, fontsize=8)
+    ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect='equal', xticks=[], yticks=[])
+    ax.set_title(title, fontsize=8)

@@ -15,7 +15,8 @@ import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import atomic_path, atomic_write_text, check_choice, check_positive, get_device, params_hash
+from .core import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
+                                  params_hash)
 from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
 from .evaluation import covariance_spectrum, effective_rank, knn_topk, linear_probe
 from .mechanisms import dist_info
@@ -23,11 +24,12 @@ from .methods import CONTRASTIVE, MethodConfig, SSLMethod
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'DIGITS_CPU',
-           'ENGINE_MODULES', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'TrainConfig', 'engine_hash', 'LARS',
-           'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
-           'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
-           'subset_classes', 'train', 'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
+__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'ENGINE_MODULES',
+           'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'engine_hash', 'TrainConfig',
+           'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn',
+           'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state', 'set_rng_state', 'load_model',
+           'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train', 'sweep_configs', 'sweep',
+           'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -36,7 +38,22 @@ LR_SCALINGS = ('linear', 'none')
 PROBE_LABELS = ('all', 'known')
 KNN_FEATURES = ('backbone', 'embedding')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
+ENGINE_MODULES = ('core', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods',
+                  'evaluation', 'train')
 
+def engine_hash() -> str:
+    "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
+    import hashlib
+    h, pkg = hashlib.sha256(), Path(importlib.import_module('cosine_pitfalls').__file__).parent
+    for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
+    return h.hexdigest()[:12]
+
+def _int(name: str, v, lo: int, none: bool = False) -> None:
+    if v is None and none: return
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}{' or None' if none else ''}; got {v!r}")
+
+# %% ../nbs/17_train.ipynb #3326d906
 @dataclass
 class TrainConfig(MethodConfig):
     "Everything one training run needs (validated on creation); extends `methods.MethodConfig`."
@@ -48,8 +65,7 @@ class TrainConfig(MethodConfig):
     channels: int | None = None        # 1 or 3; None: 1 for digits on small_cnn, else 3
     backbone: str = 'small_cnn'        # one of models.BACKBONES
     width: int = 32                    # small_cnn's channels
-    augment: str = 'auto'              # a key of data.AUG_PRESETS; 'auto': 'digits' for digits, 'byol' for byol/dino,
-                                       # else 'simclr'
+    augment: str = 'auto'              # a data.AUG_PRESETS key; 'auto': digits / byol (byol, dino) / simclr
     epochs: int = 30                   # passes over the training set
     steps_per_epoch: int = 0           # 0: the whole training set (drop_last); else at most this many steps
     batch_size: int = 256              # images per step and process
@@ -70,17 +86,17 @@ class TrainConfig(MethodConfig):
     channels_last: bool = True         # channels-last memory format on CUDA; ignored on CPU
     compile: bool = False              # torch.compile the backbone
     eval_every: int = 5                # kNN every this many epochs (0: at the end only)
-    knn_k: int | None = None           # kNN neighbours; None: 200 (the SSL monitor), 20 on digits (~144 images a class)
+    knn_k: int | None = None           # kNN neighbours; None: 200 (the SSL monitor), 20 on digits
     knn_t: float = 0.1                 # kNN temperature
-    knn_features: str = 'backbone'     # kNN on the 'backbone' representation r or on the 'embedding' z the loss sees
+    knn_features: str = 'backbone'     # kNN on the 'backbone' representation r or the 'embedding' z
     linear_probe: bool = False         # train a linear probe on the final features
     probe_epochs: int = 100            # linear-probe epochs
+    probe_labels: str = 'all'          # the probe learns from 'all' training labels or the 'known' share
     diag_samples: int = 512            # training images of the per-epoch diagnostics
-    diag_keep: int = 0                 # keep the embeddings of the first n diagnostic positive pairs every epoch
-    record_init: bool = False          # also record the untrained network (diagnostics; kNN if eval_every) as epoch 0
-    probe_labels: str = 'all'          # the linear probe learns from 'all' training labels or the 'known' (label_frac)
-    class_subset: str = ''             # comma-separated classes to train and evaluate on ('' = all), renumbered 0..k-1
-    collapse_std: float = 1e-3         # complete collapse: the mean std of ℓ2-normalized embeddings falls below this
+    diag_keep: int = 0                 # keep the embeddings of the first n diagnostic pairs every epoch
+    record_init: bool = False          # also record the untrained network as epoch 0
+    class_subset: str = ''             # comma-separated classes to train and evaluate on ('' = all)
+    collapse_std: float = 1e-3         # complete collapse: mean std of ℓ2-normalized embeddings below this
     checkpoint_every: int = 1          # write a checkpoint every this many epochs (0: never)
     out_dir: str = ''                  # where run.nc, config.json and checkpoint.pt go ('' writes nothing)
     threads: int = 0                   # torch CPU threads (0: leave as is)
@@ -90,74 +106,83 @@ class TrainConfig(MethodConfig):
 
     def validate(self) -> None:
         "Check every field (the method's first); one ValueError naming the first bad field and what is allowed."
-        self.validate_method()
-        check_choice('dataset', self.dataset, DATASETS); check_choice('backbone', self.backbone, BACKBONES)
-        check_choice('optimizer', self.optimizer, OPTIMIZERS); check_choice('schedule', self.schedule, SCHEDULES)
-        check_choice('lr_scaling', self.lr_scaling, LR_SCALINGS); check_choice('cut_mode', self.cut_mode, CUT_MODES)
-        check_choice('augment', self.augment, ('auto',) + tuple(AUG_PRESETS))
-        for name in ('epochs', 'batch_size', 'width', 'probe_epochs', 'diag_samples'): _int(name, getattr(self, name), 1)
-        _int('diag_keep', self.diag_keep, 0); check_choice('probe_labels', self.probe_labels, PROBE_LABELS)
-        check_choice('knn_features', self.knn_features, KNN_FEATURES)
-        self.classes()
-        _int('knn_k', self.knn_k, 1, none=True)
-        for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'): _int(name, getattr(self, name), 0)
-        for name in ('image_size',): _int(name, self.image_size, 1, none=True)
-        if self.channels not in (None, 1, 3): raise ValueError(f"channels must be 1, 3 or None; got {self.channels!r}")
-        for name in ('lr', 'knn_t', 'collapse_std', 'cut_c'): check_positive(name, getattr(self, name))
-        for name in ('weight_decay', 'warmup_epochs', 'grad_clip'): check_positive(name, getattr(self, name), strict=False)
-        if not 0 <= self.momentum < 1: raise ValueError(f"momentum must be a number in [0, 1); got {self.momentum!r}")
-        if self.warmup_epochs > self.epochs: raise ValueError(f"warmup_epochs must be <= epochs ({self.epochs}); got {self.warmup_epochs}")
-        for name in ('download', 'wd_exclude_bn_bias', 'amp', 'channels_last', 'compile', 'linear_probe', 'show_progress',
-                     'record_init'):
-            if not isinstance(getattr(self, name), bool): raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
-        if self.device != 'auto' and not (self.device in ('cpu', 'cuda') or str(self.device).startswith('cuda:')):
-            raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:N'; got {self.device!r}")
-        if self.dataset == 'imagefolder' and not self.data_path: raise ValueError("data_path must name the ImageFolder root for dataset 'imagefolder'")
-        if self.method == 'moco_v2' and self.queue_size < 2 * self.batch_size:
-            raise ValueError(f"queue_size must be >= 2 x batch_size ({2 * self.batch_size}) for moco_v2; got {self.queue_size}")
-        if self.batch_size < 2: raise ValueError(f"batch_size must be >= 2 (contrastive losses need negatives); got {self.batch_size}")
+        self.validate_method(); check_train_config(self)
 
     def run_id(self) -> str:
         "12 hex digits naming the run: the hash of every field that changes its numbers, and of the engine's code."
-        return params_hash({**{k: v for k, v in asdict(self).items() if k not in NOT_IDENTITY}, 'engine': engine_hash()})
+        return params_hash({**{k: v for k, v in asdict(self).items() if k not in NOT_IDENTITY},
+                            'engine': engine_hash()})
 
     def classes(self) -> list[int] | None:
         "The classes of `class_subset` as a sorted list of distinct integers, or None for every class."
-        if not isinstance(self.class_subset, str): raise ValueError(f"class_subset must be a string like '0,1,2'; got {self.class_subset!r}")
-        if not self.class_subset.strip(): return None
-        try: cs = [int(t) for t in self.class_subset.split(',')]
-        except ValueError: raise ValueError(f"class_subset must be comma-separated class indices like '0,1,2'; got {self.class_subset!r}") from None
-        if len(set(cs)) != len(cs) or len(cs) < 2 or min(cs) < 0:
-            raise ValueError(f"class_subset must name at least two distinct classes >= 0; got {self.class_subset!r}")
-        return sorted(cs)
+        return parse_classes(self.class_subset)
 
     def preset(self) -> str:
         "The augmentation preset the run uses."
         if self.augment != 'auto': return self.augment
-        return 'digits' if self.dataset == 'digits' else 'byol' if self.method in ('byol', 'dino') else 'simclr'
+        if self.dataset == 'digits': return 'digits'
+        return 'byol' if self.method in ('byol', 'dino') else 'simclr'
 
-DIGITS_CPU = dict(dataset='digits', backbone='small_cnn', width=32, batch_size=256, head_width=128, head_out=64,
+# %% ../nbs/17_train.ipynb #d904c294
+def check_train_config(c: TrainConfig) -> None:
+    "The checks of `TrainConfig.validate` beyond the method's: one ValueError naming the first bad field."
+    check_choice('dataset', c.dataset, DATASETS); check_choice('backbone', c.backbone, BACKBONES)
+    check_choice('optimizer', c.optimizer, OPTIMIZERS); check_choice('schedule', c.schedule, SCHEDULES)
+    check_choice('lr_scaling', c.lr_scaling, LR_SCALINGS); check_choice('cut_mode', c.cut_mode, CUT_MODES)
+    check_choice('augment', c.augment, ('auto',) + tuple(AUG_PRESETS))
+    for name in ('epochs', 'batch_size', 'width', 'probe_epochs', 'diag_samples'):
+        _int(name, getattr(c, name), 1)
+    _int('diag_keep', c.diag_keep, 0); check_choice('probe_labels', c.probe_labels, PROBE_LABELS)
+    check_choice('knn_features', c.knn_features, KNN_FEATURES); c.classes()
+    _int('knn_k', c.knn_k, 1, none=True); _int('image_size', c.image_size, 1, none=True)
+    for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'):
+        _int(name, getattr(c, name), 0)
+    if c.channels not in (None, 1, 3): raise ValueError(f"channels must be 1, 3 or None; got {c.channels!r}")
+    for name in ('lr', 'knn_t', 'collapse_std', 'cut_c'): check_positive(name, getattr(c, name))
+    for name in ('weight_decay', 'warmup_epochs', 'grad_clip'):
+        check_positive(name, getattr(c, name), strict=False)
+    if not 0 <= c.momentum < 1: raise ValueError(f"momentum must be a number in [0, 1); got {c.momentum!r}")
+    if c.warmup_epochs > c.epochs:
+        raise ValueError(f"warmup_epochs must be <= epochs ({c.epochs}); got {c.warmup_epochs}")
+    for name in ('download', 'wd_exclude_bn_bias', 'amp', 'channels_last', 'compile', 'linear_probe',
+                 'show_progress', 'record_init'):
+        if not isinstance(getattr(c, name), bool):
+            raise ValueError(f"{name} must be True or False; got {getattr(c, name)!r}")
+    if c.device != 'auto' and not (c.device in ('cpu', 'cuda') or str(c.device).startswith('cuda:')):
+        raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:N'; got {c.device!r}")
+    if c.dataset == 'imagefolder' and not c.data_path:
+        raise ValueError("data_path must name the ImageFolder root for dataset 'imagefolder'")
+    if c.method == 'moco_v2' and c.queue_size < 2 * c.batch_size:
+        raise ValueError(f"queue_size must be >= 2 x batch_size ({2 * c.batch_size}) for moco_v2; "
+                         f"got {c.queue_size}")
+    if c.batch_size < 2:
+        raise ValueError(f"batch_size must be >= 2 (contrastive losses need negatives); got {c.batch_size}")
+
+def parse_classes(text: str,   # comma-separated class indices, e.g. '0,1,2'; '' for every class
+                 ) -> list[int] | None:  # sorted distinct classes, or None
+    "`class_subset` as a sorted list of at least two distinct classes >= 0 (None when empty)."
+    if not isinstance(text, str):
+        raise ValueError(f"class_subset must be a string like '0,1,2'; got {text!r}")
+    if not text.strip(): return None
+    try: cs = [int(t) for t in text.split(',')]
+    except ValueError:
+        raise ValueError(
+            f"class_subset must be comma-separated class indices like '0,1,2'; got {text!r}") from None
+    if len(set(cs)) != len(cs) or len(cs) < 2 or min(cs) < 0:
+        raise ValueError(f"class_subset must name at least two distinct classes >= 0; got {text!r}")
+    return sorted(cs)
+
+DIGITS_CPU = dict(dataset='digits', backbone='small_cnn', width=32, batch_size=256, head_width=128,
+                  head_out=64,
                   optimizer='adamw', lr=4e-3, weight_decay=1e-4, epochs=15)   # ~8 s a SimCLR run on 2 cores
-
-ENGINE_MODULES = ('core', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods', 'evaluation', 'train')
-
-def engine_hash() -> str:
-    "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
-    import hashlib
-    h, pkg = hashlib.sha256(), Path(importlib.import_module('cosine_pitfalls').__file__).parent
-    for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
-    return h.hexdigest()[:12]
-
-def _int(name: str, v, lo: int, none: bool = False) -> None:
-    if v is None and none: return
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}{' or None' if none else ''}; got {v!r}")
 
 # %% ../nbs/17_train.ipynb #17a00010
 class LARS(torch.optim.Optimizer):
     "SGD with momentum and LARS trust ratios (You et al. 2017) on the groups with `lars=True`."
-    def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0, trust: float = 1e-3):
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, trust=trust, lars=True))
+    def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 trust: float = 1e-3):
+        super().__init__(params,
+                         dict(lr=lr, momentum=momentum, weight_decay=weight_decay, trust=trust, lars=True))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -179,8 +204,11 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
         groups = [dict(params=[p for p in params if p.ndim > 1]),
                   dict(params=[p for p in params if p.ndim <= 1], weight_decay=0.0, lars=False)]
     else: groups = [dict(params=params)]
-    if cfg.optimizer == 'sgd': return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == 'adamw': return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.momentum, 0.999), weight_decay=cfg.weight_decay)
+    if cfg.optimizer == 'sgd':
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == 'adamw':
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.momentum, 0.999),
+                                 weight_decay=cfg.weight_decay)
     return LARS(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 def peak_lr(cfg: TrainConfig, world_size: int = 1) -> float:
@@ -199,9 +227,10 @@ def calibrate_bn(model: nn.Module,   # a network with BatchNorm layers (the onli
                  x: Tensor,          # (n, C, H, W) normalized images whose statistics the layers take
                 ) -> nn.Module:      # the same model, its BN running statistics now those of x
     "Give every BatchNorm layer the running statistics of `x` (one train-mode pass, no gradient), mode restored."
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    bns = [m for m in model.modules()
+           if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
     was, moms = model.training, [m.momentum for m in bns]
-    for m in bns: m.reset_running_stats(); m.momentum = None          # None: a plain average over this one pass
+    for m in bns: m.reset_running_stats(); m.momentum = None  # None: a plain average over this one pass
     model.train()
     with torch.no_grad(): model.embed(x) if hasattr(model, 'embed') else model(x)
     for m, mom in zip(bns, moms): m.momentum = mom
@@ -249,7 +278,8 @@ def encode(model: SSLMethod, x: Tensor,   # uint8 images (N, C, H, W) on the mod
     return torch.cat(out)
 
 def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, autocast: bool = False,
-             known: Tensor | None = None,  # (N,) bool: the probe learns from these training labels only (None: all)
+             # (N,) bool: the probe learns from these training labels only (None: all)
+             known: Tensor | None = None,
             ) -> dict[str, float]:
     "kNN top-1/top-5 of the test set against the clean training bank, and the linear probe when asked."
     feats = lambda emb: [encode(model, x, data.mean, data.std, autocast=autocast, embedding=emb)
@@ -309,7 +339,8 @@ def history_dataset(history: list[dict], cfg: TrainConfig, extra_attrs: dict) ->
     for k in keys:
         if k == 'epoch': continue
         vals = [h.get(k) for h in history]
-        if any(isinstance(v, list) and v and isinstance(v[0], list) for v in vals):   # (pair, component) per epoch
+        # (pair, component) per epoch
+        if any(isinstance(v, list) and v and isinstance(v[0], list) for v in vals):
             shape = max((len(v), len(v[0])) for v in vals if isinstance(v, list) and v)
             arr = np.full((len(vals), *shape), np.nan)
             for i, v in enumerate(vals):
@@ -320,11 +351,14 @@ def history_dataset(history: list[dict], cfg: TrainConfig, extra_attrs: dict) ->
             arr = np.full((len(vals), n), np.nan)
             for i, v in enumerate(vals):
                 if isinstance(v, list): arr[i, :len(v)] = v
-            data[k] = (('epoch', 'step_in_epoch' if k == 'step_loss' else f"{k.split('_')[0]}_component"), arr)
+            data[k] = (('epoch', 'step_in_epoch' if k == 'step_loss' else f"{k.split('_')[0]}_component"),
+                       arr)
         else: data[k] = ('epoch', np.array([np.nan if v is None else v for v in vals], dtype=float))
     ds = xr.Dataset(data, coords=dict(epoch=epochs))
-    ds = ds.assign_coords({d: np.arange(n) for d, n in ds.sizes.items() if d != 'epoch'})   # runs of other widths align
-    attrs = dict(config=json.dumps(asdict(cfg), default=str), run_id=cfg.run_id(), method=cfg.method, dataset=cfg.dataset)
+    # runs of other widths align
+    ds = ds.assign_coords({d: np.arange(n) for d, n in ds.sizes.items() if d != 'epoch'})
+    attrs = dict(config=json.dumps(asdict(cfg), default=str), run_id=cfg.run_id(), method=cfg.method,
+                 dataset=cfg.dataset)
     ds.attrs.update({k: (json.dumps(v) if isinstance(v, (dict, list, tuple)) or v is None else v)
                      for k, v in {**attrs, **extra_attrs}.items()})
     return ds
@@ -351,7 +385,8 @@ def build_model(cfg: TrainConfig, num_classes: int, n_total: int, channels: int)
     "Backbone + method, seeded; cut-initialization applied once, to the online network, and copied to the target."
     torch.manual_seed(derive_seed(cfg.seed, 'init'))
     backbone = make_backbone(cfg.backbone, in_channels=channels, width=cfg.width)
-    model = SSLMethod(cfg, backbone, num_classes, n_total, torch.Generator().manual_seed(derive_seed(cfg.seed, 'method')))
+    model = SSLMethod(cfg, backbone, num_classes, n_total,
+                      torch.Generator().manual_seed(derive_seed(cfg.seed, 'method')))
     if cfg.cut_c != 1:
         for part in (model.backbone, model.projector, model.predictor):
             if part is not None: cut_init_(part, cfg.cut_c, cfg.cut_mode)
@@ -363,14 +398,18 @@ def subset_classes(data,                 # an ImageData
                   ):                     # the ImageData of those classes only
     "The images of some classes, relabelled 0..k−1 in the order given."
     bad = [c for c in classes if not 0 <= c < data.num_classes]
-    if bad: raise ValueError(f"class_subset: classes {bad} are not classes of {data.name} (0..{data.num_classes - 1})")
+    if bad:
+        raise ValueError(
+            f"class_subset: classes {bad} are not classes of {data.name} (0..{data.num_classes - 1})")
     lut = torch.full((data.num_classes,), -1, dtype=torch.long, device=data.train_y.device)
     lut[torch.tensor(classes, device=lut.device)] = torch.arange(len(classes), device=lut.device)
     tr, te = lut[data.train_y] >= 0, lut[data.test_y] >= 0
-    return dataclasses.replace(data, train_x=data.train_x[tr], train_y=lut[data.train_y[tr]], test_x=data.test_x[te],
-                               test_y=lut[data.test_y[te]], num_classes=len(classes),
-                               source=f"{data.source}; of it, classes {','.join(map(str, classes))} only, relabelled "
-                                      f"0..{len(classes) - 1} ({int(tr.sum())} train / {int(te.sum())} test images)")
+    return dataclasses.replace(data, train_x=data.train_x[tr], train_y=lut[data.train_y[tr]],
+                               test_x=data.test_x[te], test_y=lut[data.test_y[te]], num_classes=len(classes),
+                               source=f"{data.source}; of it, classes {','.join(map(str, classes))} only, "
+                                      f"relabelled "
+                                      f"0..{len(classes) - 1} ({int(tr.sum())} train / {int(te.sum())} test "
+                                      f"images)")
 
 def _channels(cfg: TrainConfig) -> int:
     return cfg.channels or (1 if cfg.dataset == 'digits' and cfg.backbone == 'small_cnn' else 3)
@@ -378,8 +417,9 @@ def _channels(cfg: TrainConfig) -> int:
 # %% ../nbs/17_train.ipynb #17a00022
 def train(cfg: TrainConfig,            # the run (validated)
           data=None,                   # an ImageData already loaded (else load_dataset from cfg)
-          stop_after: int | None = None,  # stop after this many epochs, leaving only the checkpoint (tests resumption)
-         ) -> xr.Dataset:              # the run's history: one record per epoch, outcome and final scores in attrs
+          # stop after this many epochs, leaving only the checkpoint (tests resumption)
+          stop_after: int | None = None,
+         ) -> xr.Dataset:  # the run's history: one record per epoch, outcome and final scores in attrs
     "Train one configuration; resume from its checkpoint, or return its finished result, when the run id matches."
     cfg.validate()
     rank, world, dev = _init_distributed(cfg)
@@ -389,18 +429,33 @@ def train(cfg: TrainConfig,            # the run (validated)
         if done.attrs.get('run_id') == cfg.run_id(): return done
     old_threads = torch.get_num_threads()
     if cfg.threads: torch.set_num_threads(cfg.threads)
-    torch.set_flush_denormal(True)         # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
+    torch.set_flush_denormal(True)  # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
     try: return _train(cfg, data, rank, world, dev, out, stop_after)
     finally: torch.set_num_threads(old_threads); torch.set_flush_denormal(False)   # False: torch's default
 
-def _train(cfg, data, rank, world, dev, out, stop_after=None):
-    chans = _channels(cfg)
+# %% ../nbs/17_train.ipynb #106b9cac
+@dataclass
+class _RunState:
+    "Everything one run carries between its parts: data, model, optimizer, random streams, progress."
+    cfg: TrainConfig; data: object; model: SSLMethod; net: nn.Module; opt: torch.optim.Optimizer; gens: dict
+    known: Tensor; y_train: Tensor; rank: int; world: int; dev: torch.device; out: Path | None
+    G: int; spe: int; total: int; preset: str; dclean: Tensor; dviews: list
+    history: list = dataclasses.field(default_factory=list)
+    start: int = 0; status: str = 'ok'; status_epoch: int | None = None; train_s: float = 0.0
+
+    @property
+    def cuda(self) -> bool: return self.dev.type == 'cuda'
+    @property
+    def amp(self) -> bool: return self.cfg.amp and self.cuda
+
+def _setup(cfg, data, rank, world, dev, out) -> _RunState:
+    "Data on the device, the seeded model (DDP under torchrun), optimizer, random streams, the diagnostics' images."
     if data is None:
         data = load_dataset(cfg.dataset, cfg.data_root, download=cfg.download, image_size=cfg.image_size,
-                            channels=chans, path=cfg.data_path, device=dev)
+                            channels=_channels(cfg), path=cfg.data_path, device=dev)
     else: data = data.to(dev)
     if cfg.classes() is not None: data = subset_classes(data, cfg.classes())
-    cuda = dev.type == 'cuda'; amp = cfg.amp and cuda
+    cuda = dev.type == 'cuda'
     random.seed(cfg.seed); np.random.seed(cfg.seed % 2**32)
     model = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1]).to(dev)
     if cuda and cfg.channels_last: model = model.to(memory_format=torch.channels_last)
@@ -410,100 +465,135 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None):
         from torch.nn.parallel import DistributedDataParallel as DDP
         if cuda and cfg.method in CONTRASTIVE: net = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         net = DDP(net, device_ids=[dev.index] if cuda else None)
-    opt = make_optimizer(model, cfg)
     gens = dict(data=torch.Generator().manual_seed(derive_seed(cfg.seed, 'data')),
-                aug=torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'aug', rank)), **model.generators())
-    known = labelled_mask(data.train_y.cpu(), cfg.label_frac, torch.Generator().manual_seed(derive_seed(cfg.seed, 'labels')))
+                aug=torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'aug', rank)),
+                **model.generators())
+    known = labelled_mask(data.train_y.cpu(), cfg.label_frac,
+                          torch.Generator().manual_seed(derive_seed(cfg.seed, 'labels')))
     y_train = torch.where(known.to(dev), data.train_y, torch.full_like(data.train_y, -1))
     G, N = cfg.batch_size * world, len(data.train_x)
     if N < G: raise ValueError(f"batch_size x processes ({G}) must not exceed the training set ({N} images)")
     spe = N // G if not cfg.steps_per_epoch else min(cfg.steps_per_epoch, N // G)
-    total, preset = cfg.epochs * spe, cfg.preset()
-    dg = torch.Generator().manual_seed(derive_seed(cfg.seed, 'diag'))
-    didx = torch.randperm(N, generator=dg)[:min(cfg.diag_samples, N)].to(dev)
-    dviews = make_views(data.train_x[didx], preset, torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'diag')),
-                        data.mean, data.std)
-    dclean = eval_images(data.train_x[didx], data.mean, data.std)
-    history, start, status, status_epoch, train_s = [], 0, 'ok', None, 0.0
-    if out is not None and (out/CHECKPOINT).exists():
-        st = torch.load(out/CHECKPOINT, map_location=dev, weights_only=False)
-        if st['run_id'] == cfg.run_id():
-            model.load_state_dict(st['model']); opt.load_state_dict(st['optimizer'])
-            own = out/f'rng.rank{rank}.pt'                        # under torchrun each process has its own streams
-            set_rng_state(gens, st['rng'] if rank == 0 or not own.exists() else torch.load(own, weights_only=False))
-            history, start = st['history'], st['epoch']
-            status, status_epoch, train_s = st['status'], st['status_epoch'], st['train_s']
-    bar = tqdm(total=total, initial=start * spe, desc=f'{cfg.method} {cfg.dataset}', unit='step', mininterval=2,
-               disable=not (cfg.show_progress and rank == 0), leave=False)
-    if start == 0 and not history and cfg.record_init:                      # epoch 0: the untrained network
-        calibrate_bn(model, dclean)                                         # its own BN statistics, not the defaults
-        rec = dict(epoch=0, **{k: (v.tolist() if v.dim() else float(v))
-                               for k, v in diagnostics(model, dclean, dviews, cfg.diag_keep).items()})
-        if cfg.eval_every: rec.update(evaluate(model, data, cfg, autocast=amp))
-        history.append(rec)
-    last_knn = next((h['knn_top1'] for h in reversed(history) if 'knn_top1' in h), None)
-    for epoch in range(start, cfg.epochs):
-        if status == 'diverged': break
-        perm = torch.randperm(N, generator=gens['data']).to(dev)
-        sums, step_losses = {}, []; t0 = time.perf_counter()
-        for s in range(spe):
-            step = epoch * spe + s
-            idx = perm[s * G + rank * cfg.batch_size: s * G + (rank + 1) * cfg.batch_size]
-            views = make_views(data.train_x[idx], preset, gens['aug'], data.mean, data.std)
-            if cuda and cfg.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
-            lr = lr_at(step, total, spe, cfg, world)
-            for g in opt.param_groups: g['lr'] = lr
-            with torch.autocast('cuda', torch.bfloat16, enabled=amp): o = net(views, y_train[idx])
-            opt.zero_grad(set_to_none=True)
-            o.loss.backward()
-            if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            mom = model.momentum_update((step + 1) / total)
-            for k, v in {'loss': o.loss.detach(), **o.terms}.items(): sums[k] = sums.get(k, 0) + v.float()
-            step_losses.append(o.loss.detach().float())
-            bar.update(1)
-        if cuda: torch.cuda.synchronize(dev)
-        epoch_s = time.perf_counter() - t0; train_s += epoch_s
-        rec = dict(epoch=epoch + 1, lr=lr, ema_momentum=mom, **{k: float(v) / spe for k, v in sums.items()},
-                   step_loss=torch.stack(step_losses).tolist(), epoch_seconds=epoch_s, epoch_images_per_second=spe * G / epoch_s)
-        if not math.isfinite(rec['loss']): status, status_epoch = 'diverged', epoch + 1
-        else:
-            d = diagnostics(model, dclean, dviews, cfg.diag_keep)
-            rec.update({k: (v.tolist() if v.dim() else float(v)) for k, v in d.items()})
-            if rec['z_normalized_std'] < cfg.collapse_std and status == 'ok': status, status_epoch = 'collapsed', epoch + 1
-            if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
-                rec.update(evaluate(model, data, cfg, autocast=amp)); last_knn = rec['knn_top1']
-        history.append(rec)
-        bar.set_postfix_str(f"loss {rec['loss']:.3f}" + (f", kNN {last_knn:.3f}" if last_knn is not None else '')
-                            + ('' if status == 'ok' else f', {status}'))
-        if out is not None and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == cfg.epochs):
-            if rank > 0: save_checkpoint(out/f'rng.rank{rank}.pt', rng_state(gens))   # its augmentation stream
-            else: save_checkpoint(out/CHECKPOINT, dict(run_id=cfg.run_id(), model=model.state_dict(), optimizer=opt.state_dict(),
-                                                       meta=dict(num_classes=data.num_classes, n_total=N, channels=data.train_x.shape[1]),
-                                                       rng=rng_state(gens), history=history, epoch=epoch + 1, status=status,
-                                                       status_epoch=status_epoch, train_s=train_s))
-        if stop_after is not None and epoch + 1 >= stop_after: bar.close(); return history_dataset(history, cfg, {})
-    bar.close()
-    final = {}
-    if status != 'diverged' and history:
-        final = evaluate(model, data, cfg, probe=cfg.linear_probe, autocast=amp,
-                         known=known if cfg.probe_labels == 'known' else None)
-        history[-1].update({k: v for k, v in final.items() if k.startswith('knn')})
-    done_steps = sum(h['epoch'] > 0 for h in history) * spe
-    attrs = dict(status=status, status_epoch=status_epoch if status_epoch is not None else -1, world_size=world,
-                 device=str(torch.cuda.get_device_name(dev) if cuda else f'cpu ({os.cpu_count()} cores)'),
-                 train_seconds=round(train_s, 3), images_per_second=round(done_steps * G / max(train_s, 1e-9), 1),
-                 source=data.source, created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+    didx = torch.randperm(N, generator=torch.Generator().manual_seed(derive_seed(cfg.seed, 'diag')))
+    didx = didx[:min(cfg.diag_samples, N)].to(dev)
+    dgen = torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'diag'))
+    dviews = make_views(data.train_x[didx], cfg.preset(), dgen, data.mean, data.std)
+    return _RunState(cfg, data, model, net, make_optimizer(model, cfg), gens, known, y_train, rank, world,
+                     dev, out, G, spe, cfg.epochs * spe, cfg.preset(),
+                     eval_images(data.train_x[didx], data.mean, data.std), dviews)
+
+# %% ../nbs/17_train.ipynb #faf39e62
+def _resume(r: _RunState) -> None:
+    "Continue from the run's checkpoint when its run id matches: weights, optimizer, random streams, history."
+    if r.out is None or not (r.out/CHECKPOINT).exists(): return
+    st = torch.load(r.out/CHECKPOINT, map_location=r.dev, weights_only=False)
+    if st['run_id'] != r.cfg.run_id(): return
+    r.model.load_state_dict(st['model']); r.opt.load_state_dict(st['optimizer'])
+    own = r.out/f'rng.rank{r.rank}.pt'                    # under torchrun each process has its own streams
+    set_rng_state(r.gens,
+                  st['rng'] if r.rank == 0 or not own.exists() else torch.load(own, weights_only=False))
+    r.history, r.start = st['history'], st['epoch']
+    r.status, r.status_epoch, r.train_s = st['status'], st['status_epoch'], st['train_s']
+
+def _save(r: _RunState, epoch: int) -> None:
+    "Write the checkpoint after `epoch` (process 0), or this process's random streams (the others)."
+    if r.rank > 0: save_checkpoint(r.out/f'rng.rank{r.rank}.pt', rng_state(r.gens)); return
+    meta = dict(num_classes=r.data.num_classes, n_total=len(r.data.train_x), channels=r.data.train_x.shape[1])
+    save_checkpoint(r.out/CHECKPOINT, dict(run_id=r.cfg.run_id(), model=r.model.state_dict(),
+                                          optimizer=r.opt.state_dict(), meta=meta, rng=rng_state(r.gens),
+                                          history=r.history, epoch=epoch, status=r.status,
+                                          status_epoch=r.status_epoch, train_s=r.train_s))
+
+def _measure(r: _RunState, rec: dict, eval_now: bool) -> dict:
+    "Add the diagnostics (and the kNN when `eval_now`) to an epoch's record."
+    d = diagnostics(r.model, r.dclean, r.dviews, r.cfg.diag_keep)
+    rec.update({k: (v.tolist() if v.dim() else float(v)) for k, v in d.items()})
+    if eval_now: rec.update(evaluate(r.model, r.data, r.cfg, autocast=r.amp))
+    return rec
+
+# %% ../nbs/17_train.ipynb #18476994
+def _epoch(r: _RunState, epoch: int, bar) -> dict:
+    "Train one epoch (every step: views on the device, lr, loss, step, EMA); its record, diagnostics and status."
+    cfg, data, G = r.cfg, r.data, r.G
+    perm = torch.randperm(len(data.train_x), generator=r.gens['data']).to(r.dev)
+    sums, step_losses = {}, []; t0 = time.perf_counter()
+    for s in range(r.spe):
+        step = epoch * r.spe + s
+        idx = perm[s * G + r.rank * cfg.batch_size: s * G + (r.rank + 1) * cfg.batch_size]
+        views = make_views(data.train_x[idx], r.preset, r.gens['aug'], data.mean, data.std)
+        if r.cuda and cfg.channels_last:
+            views = [v.contiguous(memory_format=torch.channels_last) for v in views]
+        lr = lr_at(step, r.total, r.spe, cfg, r.world)
+        for g in r.opt.param_groups: g['lr'] = lr
+        with torch.autocast('cuda', torch.bfloat16, enabled=r.amp): o = r.net(views, r.y_train[idx])
+        r.opt.zero_grad(set_to_none=True)
+        o.loss.backward()
+        if cfg.grad_clip: nn.utils.clip_grad_norm_(r.model.parameters(), cfg.grad_clip)
+        r.opt.step()
+        mom = r.model.momentum_update((step + 1) / r.total)
+        for k, v in {'loss': o.loss.detach(), **o.terms}.items(): sums[k] = sums.get(k, 0) + v.float()
+        step_losses.append(o.loss.detach().float())
+        bar.update(1)
+    if r.cuda: torch.cuda.synchronize(r.dev)
+    epoch_s = time.perf_counter() - t0; r.train_s += epoch_s
+    rec = dict(epoch=epoch + 1, lr=lr, ema_momentum=mom, **{k: float(v) / r.spe for k, v in sums.items()},
+               step_loss=torch.stack(step_losses).tolist(), epoch_seconds=epoch_s,
+               epoch_images_per_second=r.spe * G / epoch_s)
+    if not math.isfinite(rec['loss']): r.status, r.status_epoch = 'diverged', epoch + 1
+    else:
+        last = epoch + 1 == cfg.epochs  # the last epoch's kNN comes with the final evaluation
+        _measure(r, rec, bool(cfg.eval_every) and (epoch + 1) % cfg.eval_every == 0 and not last)
+        if rec['z_normalized_std'] < cfg.collapse_std and r.status == 'ok':
+            r.status, r.status_epoch = 'collapsed', epoch + 1
+    return rec
+
+# %% ../nbs/17_train.ipynb #ee4ac05f
+def _finish(r: _RunState) -> xr.Dataset:
+    "The final kNN (and probe), the run's outcome in attrs, its files written (process 0)."
+    cfg, final = r.cfg, {}
+    if r.status != 'diverged' and r.history:
+        final = evaluate(r.model, r.data, cfg, probe=cfg.linear_probe, autocast=r.amp,
+                         known=r.known if cfg.probe_labels == 'known' else None)
+        r.history[-1].update({k: v for k, v in final.items() if k.startswith('knn')})
+    done_steps = sum(h['epoch'] > 0 for h in r.history) * r.spe
+    device = torch.cuda.get_device_name(r.dev) if r.cuda else f'cpu ({os.cpu_count()} cores)'
+    attrs = dict(status=r.status, status_epoch=r.status_epoch if r.status_epoch is not None else -1,
+                 world_size=r.world, device=str(device), train_seconds=round(r.train_s, 3),
+                 images_per_second=round(done_steps * r.G / max(r.train_s, 1e-9), 1), source=r.data.source,
+                 created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                  **{f'final_{k}': v for k, v in final.items()})
-    ds = history_dataset(history, cfg, attrs)
-    if out is not None and rank == 0:
-        atomic_write_text(out/CONFIG, json.dumps(dict(run_id=cfg.run_id(), **asdict(cfg)), indent=1, default=str))
-        with atomic_path(out/RESULT) as tmp: ds.to_netcdf(tmp, engine='h5netcdf')
+    ds = history_dataset(r.history, cfg, attrs)
+    if r.out is not None and r.rank == 0:
+        config = dict(run_id=cfg.run_id(), **asdict(cfg))
+        atomic_write_text(r.out/CONFIG, json.dumps(config, indent=1, default=str))
+        with atomic_path(r.out/RESULT) as tmp: ds.to_netcdf(tmp, engine='h5netcdf')
     return ds
 
+def _train(cfg, data, rank, world, dev, out, stop_after=None):
+    r = _setup(cfg, data, rank, world, dev, out)
+    _resume(r)
+    bar = tqdm(total=r.total, initial=r.start * r.spe, desc=f'{cfg.method} {cfg.dataset}', unit='step',
+               mininterval=2, disable=not (cfg.show_progress and rank == 0), leave=False)
+    if r.start == 0 and not r.history and cfg.record_init:            # epoch 0: the untrained network
+        calibrate_bn(r.model, r.dclean)  # its own BN statistics, not the defaults
+        r.history.append(_measure(r, dict(epoch=0), bool(cfg.eval_every)))
+    last_knn = next((h['knn_top1'] for h in reversed(r.history) if 'knn_top1' in h), None)
+    for epoch in range(r.start, cfg.epochs):
+        if r.status == 'diverged': break
+        rec = _epoch(r, epoch, bar); r.history.append(rec)
+        last_knn = rec.get('knn_top1', last_knn)
+        bar.set_postfix_str(f"loss {rec['loss']:.3f}" + ('' if last_knn is None else f", kNN {last_knn:.3f}")
+                            + ('' if r.status == 'ok' else f', {r.status}'))
+        every = cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == cfg.epochs)
+        if out is not None and every: _save(r, epoch + 1)
+        if stop_after is not None and epoch + 1 >= stop_after:
+            bar.close(); return history_dataset(r.history, cfg, {})
+    bar.close()
+    return _finish(r)
+
 # %% ../nbs/17_train.ipynb #17a00024
-OUTCOME = ('status', 'status_epoch', 'final_knn_top1', 'final_knn_top5', 'final_probe_top1', 'final_probe_top5',
-           'images_per_second', 'train_seconds')
+OUTCOME = ('status', 'status_epoch', 'final_knn_top1', 'final_knn_top5', 'final_probe_top1',
+           'final_probe_top5', 'images_per_second', 'train_seconds')
 
 def _finished(cfg: TrainConfig) -> bool:
     "Whether the run's folder holds its finished result (same run id)."
@@ -517,13 +607,16 @@ def _run_one(kw: dict) -> str:
     return str(Path(kw['out_dir'])/RESULT)
 
 def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Path,
-                  settings: dict | None = None,   # name -> field overrides: a `setting` dimension of named configs
+                  settings: dict | None = None,   # name -> field overrides: a `setting` dimension
                  ) -> list[tuple[dict, TrainConfig]]:
-    "Every (setting, grid point, seed) as a validated config with its own folder under out_dir/runs/ (before anything runs)."
+    """Every (setting, grid point, seed) as a validated config with its own folder under out_dir/runs/
+    (before anything runs)."""
     names = {f.name for f in fields(TrainConfig)}
     over = [k for o in (settings or {}).values() for k in o]
     bad = [k for k in list(grid) + over if k not in names or k in ('seed', 'out_dir')]
-    if bad: raise ValueError(f"grid fields {sorted(set(bad))} are not TrainConfig fields (seed and out_dir are set by the sweep)")
+    if bad:
+        raise ValueError(f"grid fields {sorted(set(bad))} are not TrainConfig fields (seed and out_dir are "
+                         f"set by the sweep)")
     if not seeds: raise ValueError('seeds must list at least one seed')
     keys = list(grid)
     points = [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
@@ -536,35 +629,43 @@ def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Pat
                 out.append((coords, dataclasses.replace(c, out_dir=str(Path(out_dir)/'runs'/c.run_id()))))
     return out
 
+# %% ../nbs/17_train.ipynb #79f7e955
 def sweep(base: TrainConfig,            # the settings every run shares
           grid: dict,                   # field -> list of values (its own dimension of the result)
           seeds: list,                  # seeds (the `seed` dimension)
           out_dir: str | Path,          # runs/<run id>/ below it
           workers: int = 1,             # processes training at once (CPU: 2 on a 2-core machine)
           progress: bool = True,
-          settings: dict | None = None, # name -> field overrides: named configs on a `setting` dimension
+          settings: dict | None = None, # name -> field overrides: a `setting` dimension of named configs
          ) -> xr.Dataset:               # dims: setting (if given), the grid's fields, seed, epoch
     "Train named settings x a grid x seeds (finished runs skipped, interrupted ones resumed); one Dataset of all."
-    runs = sweep_configs(base, grid, seeds, out_dir, settings)         # every config validated before any training
+    runs = sweep_configs(base, grid, seeds, out_dir, settings)  # every config validated before any training
     _int('workers', workers, 1)
-    todo = [asdict(dataclasses.replace(c, show_progress=False, threads=1 if workers > 1 else c.threads)) for _, c in runs]
-    todo = [kw for (_, c), kw in zip(runs, todo) if not _finished(c)]     # finished runs are read, not sent to a worker
-    todo = list({kw['out_dir']: kw for kw in todo}.values())              # settings that are the same run train once
-    todo.sort(key=lambda kw: -kw['epochs'] * (1 + 64 / kw['batch_size']))   # longest first: the workers finish together
+    todo = [asdict(dataclasses.replace(c, show_progress=False, threads=1 if workers > 1 else c.threads))
+            for _, c in runs]
+    # finished runs are read, not sent to a worker
+    todo = [kw for (_, c), kw in zip(runs, todo) if not _finished(c)]
+    todo = list({kw['out_dir']: kw for kw in todo}.values())  # settings that are the same run train once
+    # longest first: the workers finish together
+    todo.sort(key=lambda kw: -kw['epochs'] * (1 + 64 / kw['batch_size']))
     if workers == 1 or len(todo) <= 1:
         for kw in tqdm(todo, desc='runs', disable=not progress, mininterval=2): _run_one(kw)
     else:
         import concurrent.futures as cf, multiprocessing as mp
-        run_one = importlib.import_module('cosine_pitfalls.train')._run_one   # the module's (picklable in a spawned worker)
+        # the module's (picklable in a spawned worker)
+        run_one = importlib.import_module('cosine_pitfalls.train')._run_one
         with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as pool:
-            for _ in tqdm(pool.map(run_one, todo), total=len(todo), desc='runs', disable=not progress, mininterval=2): pass
+            for _ in tqdm(pool.map(run_one, todo), total=len(todo), desc='runs', disable=not progress,
+                          mininterval=2):
+                pass
     parts = []
     for point, c in runs:
         ds = xr.load_dataset(Path(c.out_dir)/RESULT, engine='h5netcdf')
         for k in OUTCOME: ds[k] = ds.attrs.get(k, np.nan)
         parts.append(ds.expand_dims({k: [v] for k, v in point.items()}))
-    return xr.combine_by_coords(parts, data_vars='minimal', coords='different', compat='no_conflicts', join='outer',
-                                combine_attrs='drop_conflicts')   # 'minimal': an outcome is not broadcast over epochs
+    # data_vars='minimal': an outcome is not broadcast over epochs; 'outer': runs of other widths are NaN-padded
+    return xr.combine_by_coords(parts, data_vars='minimal', coords='different', compat='no_conflicts',
+                                join='outer', combine_attrs='drop_conflicts')
 
 # %% ../nbs/17_train.ipynb #17a00026
 def _field_type(f) -> tuple:
@@ -575,13 +676,14 @@ def _field_type(f) -> tuple:
     base = int if ann.startswith('int') else float if ann.startswith('float') else str
     if 'None' not in ann: return dict(type=base)
     def conv(t: str): return None if t.lower() == 'none' else base(t)
-    conv.__name__ = base.__name__                                 # argparse names the type in its error messages
+    conv.__name__ = base.__name__  # argparse names the type in its error messages
     return dict(type=conv)
 
 def train_parser() -> argparse.ArgumentParser:
     "One flag per TrainConfig field (the default in the help), plus --out."
     p = argparse.ArgumentParser(prog='cosine-pitfalls train', description='Train one self-supervised run.')
-    p.add_argument('--out', dest='out_dir', default=None, help="where run.nc, config.json and checkpoint.pt go ('' writes nothing)")
+    p.add_argument('--out', dest='out_dir', default=None,
+                   help="where run.nc, config.json and checkpoint.pt go ('' writes nothing)")
     for f in fields(TrainConfig):
         if f.name == 'out_dir': continue
         names = [f'--{f.name.replace("_", "-")}'] + ([f'--{f.name}'] if '_' in f.name else [])
@@ -604,7 +706,8 @@ def main(argv: list | None = None) -> int:
         print(f'cosine-pitfalls train: error: {e}', file=sys.stderr); return 2
     if dist_info()[0] == 0:
         a = ds.attrs
-        print(f"{cfg.method} on {a['source']}: status {a['status']}, kNN top-1 {a.get('final_knn_top1', float('nan')):.4f}, "
+        print(f"{cfg.method} on {a['source']}: status {a['status']}, "
+              f"kNN top-1 {a.get('final_knn_top1', float('nan')):.4f}, "
               f"{a['images_per_second']:.0f} img/s" + (f"; written to {cfg.out_dir}" if cfg.out_dir else ''))
     return 0
 
