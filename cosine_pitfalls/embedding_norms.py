@@ -83,6 +83,50 @@ def group_datasets(group: str, roles: dict) -> list[str]:
     return out
 
 # %% ../nbs/05a_embedding_norms.ipynb #d63265f6
+def _add_group(g: str, d: str, add, roles: dict, *, wd, wds, epochs, epochs_t3, cuts, wds_t5, wds_t6, cuts_f5,
+               batch_sizes, vrns_weight, pairs_kept, eval_every, lee_steps, batch_size, n_train):
+    "Add one group's settings on dataset `d` through `add(group, dataset, method, λ, c, e=, variant=, ...)`."
+    if g == 'table1':
+        for m in CORE:
+            for lam in wds: add(g, d, m, lam)
+    elif g == 'table2':
+        for m in CORE: add(g, d, m, wd)
+    elif g == 'table3':
+        for m in CORE:
+            for e in epochs_t3:
+                add(g, d, m, wd, e=e); add(g, d, m, wd, CUT_DEFAULT[m], e=e, variant='cut')
+            # the other cut mode, once: first dataset, shortest length
+            if d == group_datasets(g, roles)[0]:
+                add(g, d, m, wd, CUT_DEFAULT[m], e=epochs_t3[0], variant='cut_weights',
+                    cut_mode='weights')
+    elif g == 'table4':
+        for m in ('moco_v2', 'moco_v3', 'dino'):
+            for c in (1.0, 3.0): add(g, d, m, wd, c)
+    elif g in ('table5', 'table6'):
+        m, lams = ('simclr', wds_t5) if g == 'table5' else ('simsiam', wds_t6)
+        for c in cuts:
+            for lam in lams: add(g, d, m, lam, c)
+    elif g == 'fig3':
+        for t in ('attraction', 'repulsion', 'both'):
+            add(g, d, 'simclr', 0.0, variant=t, simclr_terms=t)
+    elif g == 'fig4':
+        for m in ('simclr', 'byol'): add(g, d, m, wd, variant='2d', head_out=2, diag_keep=pairs_kept)
+    elif g == 'fig5':
+        for m in ('simclr', 'byol'):
+            for c in cuts_f5: add(g, d, m, wd, c, eval_every=eval_every)
+    elif g == 'lee':                 # every batch size gets the same number of SGD steps
+        n = (n_train or {}).get(d)
+        if n is None:
+            raise ValueError(f"n_train must give the training-set size of {d!r} (lee's steps)")
+        steps = lee_steps or epochs * (n // batch_size)
+        for b in batch_sizes:
+            if b > n: raise ValueError(f"batch_sizes: {b} exceeds the {n} training images of {d}")
+            e = max(1, round(steps / (n // b)))
+            for v in (0.0, vrns_weight):
+                add(g, d, 'simclr', wd, e=e, bs=b, vrns=v, variant='vrns' if v else 'default',
+                    knn_features='backbone')
+
+# %% ../nbs/05a_embedding_norms.ipynb #fa3349c1
 def settings_5a(ids: list,            # the result IDs asked for
                 roles: dict,          # role -> dataset (`role_datasets`)
                 *, wd: float,         # the default weight decay
@@ -112,52 +156,16 @@ def settings_5a(ids: list,            # the result IDs asked for
                     **data_kw.get(d, {}), **extra)
         if bs: over.update(batch_size=int(bs), vrns_weight=float(vrns))
         rows[name] = (over, meta)
-    groups = [g for g in GROUP_ROLES if any(g in ID_GROUPS[i] for i in ids)]
-    for g in groups:
-        for d in group_datasets(g, roles):
-            if g == 'table1':
-                for m in CORE:
-                    for lam in wds: add(g, d, m, lam)
-            elif g == 'table2':
-                for m in CORE: add(g, d, m, wd)
-            elif g == 'table3':
-                for m in CORE:
-                    for e in epochs_t3:
-                        add(g, d, m, wd, e=e); add(g, d, m, wd, CUT_DEFAULT[m], e=e, variant='cut')
-                    # the other cut mode, once: first dataset, shortest length
-                    if d == group_datasets(g, roles)[0]:
-                        add(g, d, m, wd, CUT_DEFAULT[m], e=epochs_t3[0], variant='cut_weights',
-                            cut_mode='weights')
-            elif g == 'table4':
-                for m in ('moco_v2', 'moco_v3', 'dino'):
-                    for c in (1.0, 3.0): add(g, d, m, wd, c)
-            elif g in ('table5', 'table6'):
-                m, lams = ('simclr', wds_t5) if g == 'table5' else ('simsiam', wds_t6)
-                for c in cuts:
-                    for lam in lams: add(g, d, m, lam, c)
-            elif g == 'fig3':
-                for t in ('attraction', 'repulsion', 'both'):
-                    add(g, d, 'simclr', 0.0, variant=t, simclr_terms=t)
-            elif g == 'fig4':
-                for m in ('simclr', 'byol'): add(g, d, m, wd, variant='2d', head_out=2, diag_keep=pairs_kept)
-            elif g == 'fig5':
-                for m in ('simclr', 'byol'):
-                    for c in cuts_f5: add(g, d, m, wd, c, eval_every=eval_every)
-            elif g == 'lee':                 # every batch size gets the same number of SGD steps
-                n = (n_train or {}).get(d)
-                if n is None:
-                    raise ValueError(f"n_train must give the training-set size of {d!r} (lee's steps)")
-                steps = lee_steps or epochs * (n // batch_size)
-                for b in batch_sizes:
-                    if b > n: raise ValueError(f"batch_sizes: {b} exceeds the {n} training images of {d}")
-                    e = max(1, round(steps / (n // b)))
-                    for v in (0.0, vrns_weight):
-                        add(g, d, 'simclr', wd, e=e, bs=b, vrns=v, variant='vrns' if v else 'default',
-                            knn_features='backbone')
+    P = dict(wd=wd, wds=wds, epochs=epochs, epochs_t3=epochs_t3, cuts=cuts, wds_t5=wds_t5, wds_t6=wds_t6,
+             cuts_f5=cuts_f5, batch_sizes=batch_sizes, vrns_weight=vrns_weight, pairs_kept=pairs_kept,
+             eval_every=eval_every, lee_steps=lee_steps, batch_size=batch_size, n_train=n_train)
+    for g in [g for g in GROUP_ROLES if any(g in ID_GROUPS[i] for i in ids)]:
+        for d in group_datasets(g, roles): _add_group(g, d, add, roles, **P)
     settings = {n: over for n, (over, _) in rows.items()}
     meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
     return settings, meta
 
+# %% ../nbs/05a_embedding_norms.ipynb #c8b9f990
 def regroup(ds: xr.Dataset,        # the sweep's result: dims setting, seed, epoch
             meta: pd.DataFrame,    # `settings_5a`'s description of each setting
             group: str,            # one group of settings
