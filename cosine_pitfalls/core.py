@@ -162,7 +162,7 @@ def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., 
     "A paired effect as text, with its size in standard errors and whether it counts."
     diff, se = float(diff), float(se)
     if not np.isfinite(se): return f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
-    ratio = abs(diff) / se if se > 0 else float('inf')
+    ratio = abs(diff) / se if se > 0 else (0.0 if diff == 0 else float('inf'))
     word = 'within noise' if effect_sign(diff, se, z) == 0 else 'beyond noise'
     return f'{diff:+.{digits}f} ± {se:.{digits}f} ({ratio:.1f} s.e.: {word})'
 
