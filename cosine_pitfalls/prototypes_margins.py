@@ -31,13 +31,14 @@ _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='
               augments='randaugment,autoaugment,simclr', alphas='0.25,1', s_values='1,2.5,20,160',
               s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1', probe_epochs=100, n_seeds=3)
 _LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all', image_size=0,
-              backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0, clop_optimizer='lars',
+              backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
+              clop_optimizer='lars',
               clop_batch_sizes='32,64,128,256,512,1024,2048', clop_lr_batch=1024, m_batch=256,
               s_batch_sizes='64,256,1024', c_values='1/3,0.5,0.7,1,1.5,2.5,5', workers=1)
 PROFILES = {
     'smoke': {},
-    'cpu': dict(_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128, head_out=64,
-                epochs=4, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256, m_batch=128,
+    'cpu': dict(_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128,
+                head_out=64, epochs=4, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256, m_batch=128,
                 s_batch_sizes='32,128,512', c_values='1/3,0.7,1,2.5,5', workers=2),
     'gpu': dict(_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5),
     'paper': dict(_GRIDS, **_LARGE, dataset_tin='imagefolder', image_sizes='imagefolder:64', epochs=200,
@@ -59,7 +60,8 @@ MARGINS_HP = {   # margins Tables 5-8: (m1, m2), s, (s, c), the ratio's m1; BYOL
     'byol': {'curv': {'C-10': 1.0, 'C-100': 2.5, 'STL': 5.0, 'TIN': 2.5}},
 }
 IMAGENET_HP = {'moco_v3': (10.0, 1.5), 'simclr': (2.0, 1.0)}   # margins App. C.2: (s, c) of Table 4
-T3_JUDGED = (('moco_v3', 'base'), ('moco_v3', 'pos'), ('moco_v3', 'ratio'), ('simclr', 'base'), ('simclr', 'ratio'))
+T3_JUDGED = (('moco_v3', 'base'), ('moco_v3', 'pos'), ('moco_v3', 'ratio'),   # margins Table 3's compared rows
+             ('simclr', 'base'), ('simclr', 'ratio'))
 MARGIN_METHODS = ('moco_v3', 'simclr')   # Tables 1-3, Figs. 3, 5, 7 (BYOL, without negatives: Tables 2-3)
 CURVES = (('100%', 'base'), ('100%', 'clop'), ('100%', 'etf'), ('10%', 'base'), ('10%', 'clop'), ('10%', 'etf'))
 CURVE_NAMES = {'100%': {'base': 'SupCon', 'clop': 'SupCon + CLOP', 'etf': 'SupCon + ETF'},
@@ -282,7 +284,7 @@ def judge_status(status: xr.DataArray,  # (seed,) the runs' statuses: 'ok', 'col
 def drop_from_best(acc: xr.DataArray,  # (dim, seed, ...) accuracies, chance where a run diverged
                    dim: str,           # the swept dimension
                    end,                # its value where the degradation is measured
-                  ) -> tuple[xr.DataArray, xr.DataArray]:  # per seed: best − end; the best value (by the seed mean)
+                  ) -> tuple[xr.DataArray, xr.DataArray]:  # per seed: best − end; the best value (seed mean)
     "Per seed, the accuracy at the setting with the best mean over seeds minus the accuracy at `end`."
     best = acc.mean('seed').idxmax(dim)
     return acc.sel({dim: best}) - acc.sel({dim: end}), best
