@@ -243,7 +243,8 @@ def settings_5b(ids: list, clop_roles: dict, margin_roles: dict,  # IDs asked fo
     rows = {**clop_settings(ids, clop_roles, Pc), **margins_settings(ids, margin_roles, Pm)}
     data_kw = data_kw or {}
     settings = {n: {**data_kw.get(o['dataset'], {}), **o} for n, (o, _) in rows.items()}
-    return settings, pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
+    meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
+    return settings, (meta if len(meta) else pd.DataFrame(columns=['group', 'dataset']))
 
 # %% ../nbs/05b_prototypes_margins.ipynb #13f898e5
 CHANCE_MARGIN = 0.01   # "negligible": one point of accuracy (see above)
