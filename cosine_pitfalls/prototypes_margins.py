@@ -20,9 +20,9 @@ from .evaluation import linear_probe
 from .train import encode, load_model, subset_classes
 
 # %% auto #0
-__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'T3_JUDGED', 'MARGIN_METHODS',
-           'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'parse_grid', 'parse_transfer',
-           'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
+__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
+           'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'parse_grid',
+           'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
            'margins_settings', 'settings_5b', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status',
            'status_panel', 'transfer_probe']
 
@@ -60,6 +60,7 @@ MARGINS_HP = {   # margins Tables 5-8: (m1, m2), s, (s, c), the ratio's m1; BYOL
     'byol': {'curv': {'C-10': 1.0, 'C-100': 2.5, 'STL': 5.0, 'TIN': 2.5}},
 }
 IMAGENET_HP = {'moco_v3': (10.0, 1.5), 'simclr': (2.0, 1.0)}   # margins App. C.2: (s, c) of Table 4
+CLOP_TAU = {'C-100': 0.2, 'TIN': 0.1}   # τ of SupCon and InfoNCE in CLOP's public code (model.py), by dataset
 T3_JUDGED = (('moco_v3', 'base'), ('moco_v3', 'pos'), ('moco_v3', 'ratio'),   # margins Table 3's compared rows
              ('simclr', 'base'), ('simclr', 'ratio'))
 MARGIN_METHODS = ('moco_v3', 'simclr')   # Tables 1-3, Figs. 3, 5, 7 (BYOL, without negatives: Tables 2-3)
@@ -134,8 +135,9 @@ def clop_settings(ids: list,      # the result IDs asked for
     rows, want = {}, lambda g: any(g in ID_GROUPS[i] for i in ids)
     def add(group, d, meta, **over):
         meta = dict(group=group, dataset=d, **meta)
+        tau = CLOP_TAU['TIN' if d == roles['TIN'] != roles['C-100'] else 'C-100']   # the digits take CIFAR-100's
         base = dict(dataset=d, optimizer=P['optimizer'], lr=P['lr'], weight_decay=P['wd'], probe_labels='known',
-                    augment=P['augment'](d), batch_size=P['lr_batch'])
+                    augment=P['augment'](d), batch_size=P['lr_batch'], temperature=tau)
         rows[_name(meta)] = ({**base, **over}, meta)
     def curve(lab, var, lam=None, rd=None):
         return clop_curve(lab, var, P['label_frac'], P['weight'] if lam is None else lam, rd or P['reading'])
