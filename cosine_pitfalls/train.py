@@ -137,6 +137,8 @@ def check_train_config(c: TrainConfig) -> None:
     _int('knn_k', c.knn_k, 1, none=True); _int('image_size', c.image_size, 1, none=True)
     for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'):
         _int(name, getattr(c, name), 0)
+    if c.backbone != 'small_cnn' and c.width != 32:
+        raise ValueError(f"width sets the channels of 'small_cnn' only; {c.backbone!r} has fixed widths, leave width=32")
     if c.channels not in (None, 1, 3): raise ValueError(f"channels must be 1, 3 or None; got {c.channels!r}")
     for name in ('lr', 'knn_t', 'collapse_std', 'cut_c'): check_positive(name, getattr(c, name))
     for name in ('weight_decay', 'warmup_epochs', 'grad_clip'):

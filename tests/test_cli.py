@@ -308,3 +308,23 @@ def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
     n = len(read_json(out/'manifest.json')['runs'])
     r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
     assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
+
+
+def test_section5_prototypes_margins_through_the_runner(tmp_path):
+    "Section 5 part 2 (CLOP, margins) at smoke via the CLI: only its notebook runs, every ID gets a verdict, reruns skip."
+    out, ids = tmp_path/'out', notebook_ids('05b_prototypes_margins.ipynb')
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    m = read_json(out/'manifest.json')
+    assert [j['notebook'] for j in m['runs']] == ['05b_prototypes_margins.ipynb']      # part 1 is not run
+    assert sorted(m['runs'][-1]['registered']) == sorted(ids)
+    for i in ids:
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['verdict'] in VERDICTS and s['ours'] and 'digits' in s['ours'] + str(s['params'])
+    assert read_json(out/'results'/'margins.table4.json')['verdict'] == 'inconclusive'   # not run below paper scale
+    runs = list((out/'training'/'05b_prototypes_margins'/'runs').iterdir())
+    assert len(runs) >= 2 * 30 and all((d/'run.nc').exists() for d in runs)
+    before = {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs}
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == 1
+    assert {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs} == before
