@@ -30,16 +30,16 @@ __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP
 _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
               augments='randaugment,autoaugment,simclr', alphas='0.25,1', s_values='1,2.5,20,160',
               s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1', probe_epochs=100, n_seeds=3)
-_LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all', image_size=0,
-              backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
+_LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all',
+              image_size=0, backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
               clop_optimizer='lars',
               clop_batch_sizes='32,64,128,256,512,1024,2048', clop_lr_batch=1024, m_batch=256,
               s_batch_sizes='64,256,1024', c_values='1/3,0.5,0.7,1,1.5,2.5,5', workers=1)
 PROFILES = {
     'smoke': {},
     'cpu': dict(_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128,
-                head_out=64, epochs=4, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256, m_batch=128,
-                s_batch_sizes='32,128,512', c_values='1/3,0.7,1,2.5,5', workers=2),
+                head_out=64, epochs=4, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
+                m_batch=128, s_batch_sizes='32,128,512', c_values='1/3,0.7,1,2.5,5', workers=2),
     'gpu': dict(_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5),
     'paper': dict(_GRIDS, **_LARGE, dataset_tin='imagefolder', image_sizes='imagefolder:64', epochs=200,
                   transfer='cifar100>cifar10,cifar10>cifar100,imagefolder>stl10,stl10>imagefolder'),

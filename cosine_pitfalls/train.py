@@ -105,11 +105,11 @@ class TrainConfig(MethodConfig):
     def __post_init__(self): self.validate()
 
     def validate(self) -> None:
-        "Check every field (the method's first); one ValueError naming the first bad field and what is allowed."
+        "Check every field (the method's first): one ValueError naming the first bad field and what it allows."
         self.validate_method(); check_train_config(self)
 
     def run_id(self) -> str:
-        "12 hex digits naming the run: the hash of every field that changes its numbers, and of the engine's code."
+        "12 hex digits naming the run: a hash of every field that changes its numbers and of the engine's code."
         return params_hash({**{k: v for k, v in asdict(self).items() if k not in NOT_IDENTITY},
                             'engine': engine_hash()})
 
@@ -138,7 +138,8 @@ def check_train_config(c: TrainConfig) -> None:
     for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'):
         _int(name, getattr(c, name), 0)
     if c.backbone != 'small_cnn' and c.width != 32:
-        raise ValueError(f"width sets the channels of 'small_cnn' only; {c.backbone!r} has fixed widths, leave width=32")
+        raise ValueError(f"width sets the channels of 'small_cnn' only; {c.backbone!r} has fixed widths, "
+                         "leave width=32")
     if c.channels not in (None, 1, 3): raise ValueError(f"channels must be 1, 3 or None; got {c.channels!r}")
     for name in ('lr', 'knn_t', 'collapse_std', 'cut_c'): check_positive(name, getattr(c, name))
     for name in ('weight_decay', 'warmup_epochs', 'grad_clip'):
