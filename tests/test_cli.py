@@ -23,10 +23,6 @@ def test_list_names_every_id(cli, tmp_path):
         if not (NBS/notebook_of(i).file).exists(): assert 'not yet implemented' in rows[i]
 
 
-def _unimplemented_id():
-    return next((i for i in PAPER if not (NBS/notebook_of(i).file).exists()), None)
-
-
 BAD = [
     (['--profile', 'fast'], "profile must be one of 'smoke', 'cpu', 'gpu', 'paper'; got 'fast'"),
     (['--only', 'clop.thm9'], "unknown result ID(s) 'clop.thm9'"),
@@ -53,11 +49,25 @@ def test_bad_input_is_one_clear_error_and_loses_nothing(cli, tmp_path, args, msg
     assert tree(out) == before
 
 
+def test_every_id_has_a_notebook_that_registers_it():
+    for i in PAPER:
+        nb = NBS/notebook_of(i).file
+        assert nb.exists() and f"'{i}'" in nb.read_text(encoding='utf-8'), i
+
+
 def test_unimplemented_id_is_refused(cli, tmp_path):
-    i = _unimplemented_id()
-    if i is None: pytest.skip('every section is implemented')
-    r = cli('reproduce', '--only', i, '--out', tmp_path, '--quiet')
-    assert r.returncode == 2 and f"['{i}'] are not yet implemented" in r.stderr
+    "A notebook folder without an ID's notebook: the ID is refused before anything runs, and nothing is written."
+    i = 'clop.fig6'
+    nbs = tmp_path/'nbs'; nbs.mkdir()
+    for p in NBS.glob('*.ipynb'):
+        if p.name != notebook_of(i).file: shutil.copy(p, nbs)
+    r = cli('list', '--nbs', nbs, '--out', tmp_path/'out')
+    assert r.returncode == 0, r.stderr
+    rows = {l.split()[0]: l for l in r.stdout.splitlines()[1:]}
+    assert 'not yet implemented' in rows[i] and 'not yet implemented' not in rows['pitfalls.table1']
+    r = cli('reproduce', '--only', i, '--nbs', nbs, '--out', tmp_path/'out', '--quiet')
+    assert r.returncode == 2 and f"['{i}'] are not yet implemented" in r.stderr, r.stderr
+    assert 'Traceback' not in r.stderr and not (tmp_path/'out'/'results').exists()
 
 
 @pytest.fixture(scope='module')
