@@ -5,6 +5,7 @@
 # %% ../nbs/00_core.ipynb #a6b95b81
 from __future__ import annotations
 import contextlib, datetime, hashlib, json, math, os, random, subprocess, tempfile
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,10 +17,10 @@ import xarray as xr
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
 
 # %% auto #0
-__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'set_seed',
-           'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha', 'paired_diff',
-           'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_claim', 'SectionRun', 'load_result',
-           'live_frontend']
+__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'parse_numbers',
+           'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha',
+           'paired_diff', 'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_all', 'judge_seeds',
+           'judge_claim', 'SectionRun', 'load_result', 'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -45,6 +46,20 @@ def check_positive(name: str,     # parameter name
         raise ValueError(
             f"{name} must be a {'positive' if strict else 'non-negative'} finite number; got {value!r}")
     return value
+
+def parse_numbers(text: str,   # comma-separated values: '0.05,5e-4,0', '1/3,0.7' (floats), '32,64' (ints)
+                  name: str,   # the parameter's name, for the error message
+                  kind: type = float,  # float (a/b allowed) or int
+                 ) -> list:    # the values, in the order given
+    "A comma-separated grid of distinct non-negative numbers; one ValueError naming the parameter otherwise."
+    check_choice('kind', kind, (float, int))
+    what = "integers, e.g. '32,64'" if kind is int else "numbers (a/b allowed), e.g. '1/3,1'"
+    try: vals = [kind(t) if kind is int else float(Fraction(t.strip())) for t in str(text).split(',') if t.strip()]
+    except (ValueError, ZeroDivisionError): vals = []
+    if not vals or any(not math.isfinite(v) or v < 0 for v in vals):
+        raise ValueError(f"{name} must be comma-separated non-negative {what}; got {text!r}")
+    if len(set(vals)) != len(vals): raise ValueError(f"{name} must not repeat a value; got {text!r}")
+    return vals
 
 # %% ../nbs/00_core.ipynb #4cba6e8d
 def set_seed(seed: int,  # one seed for python, numpy and torch (CPU and CUDA)
@@ -175,6 +190,19 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
     for v in ('differ', 'inconclusive', 'corrected', 'agree'):
         if v in vs: return v
     return 'rebuilt'
+
+def judge_all(parts: Iterable[tuple[str, str]],  # (verdict, text) of each part of one claim
+             ) -> tuple[str, str]:               # the weakest verdict, and the texts joined
+    "One claim's verdict and line from its parts."
+    parts = list(parts)
+    return combine_verdicts(v for v, _ in parts), '; '.join(t for _, t in parts)
+
+def judge_seeds(hits,  # per seed: True where the seed shows what the claim says
+               ) -> str:
+    "A claim decided seed by seed: agree if every seed shows it, differ if none does, else inconclusive."
+    hits = np.asarray(hits, dtype=bool).ravel()
+    if hits.size == 0: raise ValueError('hits must hold at least one seed')
+    return 'agree' if hits.all() else 'differ' if not hits.any() else 'inconclusive'
 def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
                 b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
                 expected: int = 1,     # +1: the claim is a > b; −1: a < b

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .core import combine_verdicts, judge_claim
+from .core import judge_claim, judge_seeds
 
 # %% auto #0
 __all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'BEST_WD_T1', 'PAPER_TRAIN_IMAGES',
-           'CUT_SIGNS', 'parse_values', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'ms',
-           'chance_band', 'judge_collapse', 'judge_all', 'table1_parts', 'paper_epoch', 'judge_small', 'cut_grid_parts',
-           'heatmap', 'antipodal_concentration', 'pair_panel']
+           'CUT_SIGNS', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'ms', 'chance_band',
+           'judge_collapse', 'table1_parts', 'paper_epoch', 'judge_small', 'cut_grid_parts', 'heatmap',
+           'antipodal_concentration', 'pair_panel']
 
 # %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
 PROFILES = {
@@ -52,19 +52,6 @@ ID_GROUPS = {'pitfalls.table1': ('table1',), 'pitfalls.table2': ('table2',), 'pi
              'pitfalls.table4': ('table4',), 'pitfalls.table5': ('table5',), 'pitfalls.table6': ('table6',),
              'pitfalls.fig3': ('fig3', 'table1'), 'pitfalls.fig4': ('fig4',), 'pitfalls.fig5': ('fig5',),
              'lee.table_var': ('lee',)}
-
-def parse_values(text: str,    # comma-separated numbers, e.g. '0.05,0.005,0'
-                 name: str,    # the parameter's name, for the error message
-                 kind=float,   # float or int
-                ) -> list:     # the numbers, in the order given
-    "A comma-separated parameter as a list of numbers; one ValueError naming the parameter otherwise."
-    try: vals = [kind(t) for t in str(text).split(',') if t.strip()]
-    except ValueError: vals = []
-    if not vals or any(not math.isfinite(v) or v < 0 for v in vals):
-        raise ValueError(
-            f"{name} must be comma-separated non-negative {kind.__name__}s, e.g. '1,2'; got {text!r}")
-    if len(set(vals)) != len(vals): raise ValueError(f"{name} must not repeat a value; got {text!r}")
-    return vals
 
 def role_datasets(dataset: str,       # CIFAR-10's role
                   c100: str = '',     # CIFAR-100's role ('' takes dataset)
@@ -191,13 +178,9 @@ def chance_band(num_classes: int, n_test: int) -> float:
 def judge_collapse(acc: xr.DataArray, band: float) -> tuple[str, str]:
     "Claim 'collapses to chance': agree if every seed is inside the band, differ if every seed is above it."
     inside = (acc <= band).values
-    v = 'agree' if inside.all() else 'differ' if not inside.any() else 'inconclusive'
+    v = judge_seeds(inside)
     return v, (f"kNN {ms(acc)} vs chance band ≤ {band:.3f} ({int(inside.sum())} of {inside.size} seeds "
                f"inside) → {v}")
-
-def judge_all(parts: list[tuple[str, str]]) -> tuple[str, str]:
-    "The weakest verdict of several (verdict, text) parts, and their texts joined."
-    return combine_verdicts(v for v, _ in parts), '; '.join(t for _, t in parts)
 
 # %% ../nbs/05a_embedding_norms.ipynb #db7c301e
 BEST_WD_T1 = {'simclr': 5e-4, 'simsiam': 5e-4, 'byol': 5e-3}   # the paper's best λ of Table 1, per method
@@ -233,7 +216,7 @@ def paper_epoch(e_paper: int,   # an epoch of the paper
 def judge_small(x: xr.DataArray, bound: float, what: str) -> tuple[str, str]:
     "Claim 'x is effectively 0': agree if every seed is at most `bound`, differ if every seed is above it."
     ok = (x <= bound).values
-    v = 'agree' if ok.all() else 'differ' if not ok.any() else 'inconclusive'
+    v = judge_seeds(ok)
     return v, f'{what} {ms(x)} (≤ {bound:g} in {int(ok.sum())} of {ok.size} seeds) → {v}'
 
 # %% ../nbs/05a_embedding_norms.ipynb #b6a518e4

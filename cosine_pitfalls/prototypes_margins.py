@@ -5,7 +5,6 @@
 # %% ../nbs/05b_prototypes_margins.ipynb #b064eebd
 from __future__ import annotations
 import math
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.lines import Line2D
 
-from .core import SIGNIFICANCE_Z, check_choice, paired_diff
+from .core import SIGNIFICANCE_Z, check_choice, judge_seeds, paired_diff
 from .data import DATASETS, ImageData
 from .embedding_norms import ms
 from .evaluation import linear_probe
@@ -21,7 +20,7 @@ from .train import encode, load_model, subset_classes
 
 # %% auto #0
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
-           'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'parse_grid',
+           'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
            'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
            'margins_settings', 'settings_5b', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status',
            'status_panel', 'transfer_probe']
@@ -72,18 +71,6 @@ ID_GROUPS = {'clop.fig6': ('c_bs',), 'clop.fig7': ('c_lr', 'c_lars'), 'clop.tabl
              'margins.table2': ('m_t2',), 'margins.table3': ('m_t3',), 'margins.table4': ('m_in1k',),
              'margins.fig3': ('m_s',), 'margins.fig4': ('m_sbs',), 'margins.fig5': ('m_c',),
              'margins.fig6': ('m_sc',), 'margins.fig7': ('m_ratio',)}
-
-def parse_grid(text: str,   # comma-separated numbers, fractions allowed: '1/3,0.7,1'
-               name: str,   # the parameter's name, for the error message
-              ) -> list[float]:  # the numbers, in the order given
-    "A comma-separated grid of non-negative numbers (a/b allowed); one ValueError naming the parameter otherwise."
-    try: vals = [float(Fraction(t.strip())) for t in str(text).split(',') if t.strip()]
-    except (ValueError, ZeroDivisionError): vals = []
-    if not vals or any(not math.isfinite(v) or v < 0 for v in vals):
-        raise ValueError(f"{name} must be comma-separated non-negative numbers (a/b allowed), e.g. '1/3,1'; "
-                         f"got {text!r}")
-    if len(set(vals)) != len(vals): raise ValueError(f"{name} must not repeat a value; got {text!r}")
-    return vals
 
 def parse_transfer(text: str,  # 'src>dst,...'; a side is a dataset, or dataset:a-b for its classes a..b
                   ) -> list[tuple]:  # ((src, classes or None), (dst, classes or None)) per pair
@@ -278,8 +265,7 @@ def judge_status(status: xr.DataArray,  # (seed,) the runs' statuses: 'ok', 'col
                 ) -> tuple[str, str]:   # verdict and one line of text
     "A collapse claim decided seed by seed: agree if every seed shows it, differ if none does, else inconclusive."
     st = [str(s) for s in np.asarray(status).ravel()]
-    hit = sum((s in BAD) == bad for s in st)
-    v = 'agree' if hit == len(st) else 'differ' if hit == 0 else 'inconclusive'
+    v = judge_seeds([(s in BAD) == bad for s in st])
     counts = ', '.join(f'{st.count(k)} {k}' for k in ('ok', *BAD) if st.count(k))
     claim = 'collapse or divergence' if bad else 'neither'
     return v, f"{label}: {counts} of {len(st)} seeds (claim: {claim}) → {v}"

@@ -10,10 +10,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable
 
-from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_path, atomic_write_text,
-                                  check_choice, git_sha, params_hash)
-from .paper import (NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, notebook_of,
-                                   section_ids)
+from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_write_text, check_choice,
+                                  git_sha, params_hash)
+from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 
 # %% auto #0
 __all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
@@ -395,8 +394,9 @@ def settle_executed(path: str | Path,  # an executed notebook, rewritten in plac
     "Settle an executed notebook's widgets (`settle_widgets`) and sign it, so that JupyterLab draws them."
     import nbformat
     from nbformat.sign import NotebookNotary
-    nb = nbformat.from_dict(settle_widgets(json.loads(Path(path).read_text(encoding='utf-8'))))
-    nbformat.write(nb, str(path))
+    nb = settle_widgets(json.loads(Path(path).read_text(encoding='utf-8')))
+    text = nbformat.writes(nbformat.from_dict(nb))
+    atomic_write_text(path, text if text.endswith('\n') else text + '\n')   # as nbformat.write ends it
     try:
         # signed as a reader reads it
         (notary or NotebookNotary()).sign(nbformat.read(str(path), as_version=4))
@@ -507,11 +507,10 @@ def _totals(rows: list[dict]) -> str:
 def report_header(man: dict) -> list[str]:
     "The report's opening lines: what a row shows, and the verdict rule."
     return ['# Reproduction report', '',
-            "Each row sets **the paper's** statement (copied from the paper; "
-            "not computed here) beside **ours** "
-            "(computed by the run on disk, at the scale shown), with links to the result's table, "
-            "dataset and figure. "
-            'Every verdict is decided by its notebook from its own numbers, by one rule:', '',
+            "Each row sets **the paper's** statement (copied from the paper; not computed here) beside "
+            "**ours** (computed by the run on disk, at the scale shown), with links to the result's table, "
+            "dataset and figure. Every verdict is decided by its notebook from its own numbers, by one rule:",
+            '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
             'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and '
             '`not yet implemented` mean there is no number of ours.', '',
@@ -521,13 +520,18 @@ def report_header(man: dict) -> list[str]:
 # %% ../nbs/90_runner.ipynb #d9e4a601
 _FILE_NAMES = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
 
-def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
-    "Rebuild `report.md` in the existing folder `out` from the results on disk."
-    out, nbs = Path(out), find_nbs(nbs)
+def _report_inputs(out: str | Path, nbs: str | Path | None) -> tuple[Path, dict, list[dict]]:
+    "The folder a reproduction wrote to (checked), its manifest and the report's rows."
+    out = Path(out)
     if not out.is_dir():
         raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
     man = read_json(out/'manifest.json', {}) or {}
-    rows, lines = report_rows(out, nbs, man), report_header(man)
+    return out, man, report_rows(out, find_nbs(nbs), man)
+
+def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
+    "Rebuild `report.md` in the existing folder `out` from the results on disk."
+    out, man, rows = _report_inputs(out, nbs)
+    lines = report_header(man)
     if (out/'report.html').exists():
         lines += [
             'The same report with its figures inline, each ID linking to its place in the rendered notebook: '
@@ -596,25 +600,17 @@ def _row_html(r: dict, out: Path) -> str:
 # %% ../nbs/90_runner.ipynb #d9e4a609
 def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Write `report.html` in the existing folder `out`: the report's rows, IDs linked into the rendered notebooks."
-    out, nbs = Path(out), find_nbs(nbs)
-    if not out.is_dir():
-        raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
-    man = read_json(out/'manifest.json', {}) or {}
-    rows, e = report_rows(out, nbs, man), html.escape
+    (out, man, rows), e = _report_inputs(out, nbs), html.escape
     env = man.get('environment', {})
     parts = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f'<title>Reproduction report</title><style>{_REPORT_CSS}</style></head><body>',
              '<h1>Reproduction report</h1>',
-             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; "
-             "not computed here) "
-             'beside <strong>ours</strong> (computed by the run on disk, '
-             'at the scale shown). Each ID links to the '
-             'heading that introduces it in the rendered notebook that computed it; '
-             'the last column links the '
-             "result's table, dataset and figure, and the figure is shown under its row. Every verdict is "
-             "decided by "
-             'its notebook from its own numbers, by one rule:</p>',
+             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; not computed "
+             "here) beside <strong>ours</strong> (computed by the run on disk, at the scale shown). Each ID "
+             "links to the heading that introduces it in the rendered notebook that computed it; the last "
+             "column links the result's table, dataset and figure, and the figure is shown under its row. "
+             "Every verdict is decided by its notebook from its own numbers, by one rule:</p>",
              '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
                               for v in VERDICTS) + '</ul>',
              '<p>An effect over seeds counts only beyond 2 paired standard errors. <code>not run</code>, '
@@ -628,9 +624,8 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
         parts += [f'<h2 id="section-{s}">Section {s}: {e(sec.title)}</h2>',
                   '<p>' + ', '.join(f'<code>nbs/{e(n.file)}</code>' for n in sec.notebooks)
                   + (f'; rendered: {read}' if read else '; not rendered yet') + '</p>',
-                  "<table><thead><tr><th>ID</th><th>the paper's result "
-                  "(paper)</th><th>ours</th><th>scale</th>"
-                  '<th>verdict</th><th>files</th></tr></thead>',
+                  "<table><thead><tr><th>ID</th><th>the paper's result (paper)</th><th>ours</th>"
+                  '<th>scale</th><th>verdict</th><th>files</th></tr></thead>',
                   *[_row_html(r, out) for r in rows if r['section'] == s], '</table>']
     parts.append('</body></html>')
     return atomic_write_text(out/'report.html', '\n'.join(parts) + '\n')
