@@ -17,10 +17,11 @@ import xarray as xr
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
 
 # %% auto #0
-__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'parse_numbers',
-           'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha',
-           'paired_diff', 'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_all', 'judge_seeds',
-           'judge_claim', 'SectionRun', 'load_result', 'live_frontend']
+__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'ALPHA', 'JOB_ENV', 'TRAINING_SECTIONS', 'check_choice', 'check_positive',
+           'parse_numbers', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text',
+           'params_hash', 'git_sha', 'paired_diff', 't_critical', 'paired_p', 'effect_sign', 'detectable', 'Part',
+           'judge_claim', 'detectable_effect', 'holm', 'combine_verdicts', 'judge_all', 'judge_seeds', 'SectionRun',
+           'load_result', 'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -131,17 +132,19 @@ def git_sha(root: str | Path | None = None,  # a folder inside the checkout; def
     except (OSError, subprocess.SubprocessError):
         return 'unknown'
 
-# %% ../nbs/00_core.ipynb #5e1d7c02
+# %% ../nbs/00_core.ipynb #211d9d50
 VERDICTS = ('agree', 'corrected', 'differ', 'inconclusive', 'rebuilt')
 VERDICT_RULE = {
     'agree': "the paper's statement, as printed, holds in our run",
     'corrected': 'the printed statement is wrong; the notebook derives a corrected form, and that holds',
     'differ': 'our run contradicts the claim',
-    'inconclusive': 'the effect lies within noise (|paired mean difference| <= 2 s.e. over seeds), '
-                    'or the scale we ran cannot test it (the ours line says which)',
+    'inconclusive': 'the effect lies within noise (a paired t-test over seeds at 5 % per claim, Holm across '
+                    'its parts, not below one test image), or the scale we ran cannot test it '
+                    '(the ours line says which)',
     'rebuilt': 'recomputed from a closed form or an identity, so it cannot come out otherwise',
 }
-SIGNIFICANCE_Z = 2.0   # an effect over seeds counts only beyond this many paired standard errors
+ALPHA = 0.05   # two-sided level of one claim (Holm across its parts)
+
 def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` dimension (seeds)
                 b: xr.DataArray,      # the metric of setting B, paired with `a` along `dim`
                 dim: str = 'seed',    # the dimension over which the pairs are formed
@@ -154,34 +157,104 @@ def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` di
     mean = d.mean(dim)
     se = d.std(dim, ddof=1) / np.sqrt(n) if n > 1 else xr.full_like(mean, np.nan, dtype=float)
     return mean, se
-def effect_sign(diff, se,                 # paired mean difference and its standard error (numbers or arrays)
-                z: float = SIGNIFICANCE_Z,  # how many standard errors an effect must exceed
-               ):  # +1 (a real increase), −1 (a real decrease), 0 (within noise or untestable)
-    "The sign of an effect that lies beyond `z` paired standard errors, else 0 (a NaN s.e. never counts)."
-    diff, se = np.asarray(diff, dtype=float), np.asarray(se, dtype=float)
-    out = np.where(np.isfinite(se) & (diff > z * se) & (diff != 0), 1, 0)
-    out = np.where(np.isfinite(se) & (diff < -z * se) & (diff != 0), -1, out)
-    return int(out) if out.ndim == 0 else out
-def judge_effect(diff, se,                 # paired mean difference a − b and its standard error (scalars)
-                 expected: int,            # +1: the claim says a > b; −1: a < b
-                 z: float = SIGNIFICANCE_Z,
-                ) -> str:                  # 'agree', 'differ' or 'inconclusive'
-    """Verdict on a claimed direction: beyond `z` s.e. the claimed way → agree, the other way → differ,
-    else inconclusive."""
-    check_choice('expected', expected, (1, -1))
-    s = effect_sign(float(diff), float(se), z)
-    return 'inconclusive' if s == 0 else 'agree' if s == expected else 'differ'
-def effect_text(diff, se, digits: int = 3,  # paired mean difference, its s.e., decimals shown
-                z: float = SIGNIFICANCE_Z,
-               ) -> str:                   # e.g. '+0.023 ± 0.017 (1.4 s.e.: within noise)'
-    "A paired effect as text, with its size in standard errors and whether it counts."
-    diff, se = float(diff), float(se)
-    if not np.isfinite(se): return f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
-    ratio = abs(diff) / se if se > 0 else (0.0 if diff == 0 else float('inf'))
-    word = 'within noise' if effect_sign(diff, se, z) == 0 else 'beyond noise'
-    return f'{diff:+.{digits}f} ± {se:.{digits}f} ({ratio:.1f} s.e.: {word})'
 
-# %% ../nbs/00_core.ipynb #16be9452
+# %% ../nbs/00_core.ipynb #219b9005
+def t_critical(n: int,               # seeds (the test has n − 1 degrees of freedom)
+               alpha: float = ALPHA, # two-sided level
+              ) -> float:            # the |t| beyond which the test rejects (inf for n < 2)
+    "Two-sided critical value of Student's t on n − 1 degrees of freedom."
+    from scipy.stats import t as student
+    return float(student.ppf(1 - alpha / 2, n - 1)) if n >= 2 else math.inf
+
+def _floored(diff, se, n, resolution):
+    "diff, the s.e. floored at resolution/√n, and whether |diff| reaches one resolution step."
+    diff, se = np.asarray(diff, dtype=float), np.asarray(se, dtype=float)
+    check_positive('resolution', resolution, strict=False)
+    se = np.maximum(se, resolution / math.sqrt(n)) if n >= 1 else se
+    return diff, se, (np.abs(diff) >= resolution) & (diff != 0)
+
+def paired_p(diff, se,               # paired mean difference and its standard error (numbers or arrays)
+             n: int,                 # seeds
+             resolution: float = 0.0,  # the metric's smallest step (1/n_test for an accuracy; 0: continuous)
+            ):                       # two-sided p-value; 1 where nothing can count
+    "p-value of the paired t-test (n − 1 df), s.e. floored at resolution/√n; 1 below one resolution step."
+    from scipy.stats import t as student
+    diff, se, big = _floored(diff, se, n, resolution)
+    if n < 2: return np.ones_like(diff)[()] if diff.ndim else 1.0
+    with np.errstate(divide='ignore', invalid='ignore'):
+        t = np.where(se > 0, np.abs(diff) / se, np.where(diff != 0, np.inf, 0.0))
+    p = np.where(big & np.isfinite(se), 2 * student.sf(t, n - 1), 1.0)
+    return float(p) if p.ndim == 0 else p
+
+def effect_sign(diff, se, n: int,    # paired mean difference, its s.e., seeds
+                resolution: float = 0.0, alpha: float = ALPHA,
+               ):  # +1 (a real increase), −1 (a real decrease), 0 (within noise or untestable)
+    "The sign of an effect whose paired t-test rejects at `alpha`, else 0 (one seed never counts)."
+    p, diff = np.asarray(paired_p(diff, se, n, resolution)), np.asarray(diff, dtype=float)
+    out = np.where(p <= alpha, np.sign(diff), 0).astype(int)
+    return int(out) if out.ndim == 0 else out
+
+def detectable(se, n: int, resolution: float = 0.0, alpha: float = ALPHA) -> float:
+    "The smallest |mean difference| the test calls at this s.e.: t critical × floored s.e., >= one step."
+    _, se, _ = _floored(0.0, se, n, resolution)
+    return float(max(t_critical(n, alpha) * float(se), resolution)) if n >= 2 else math.inf
+
+# %% ../nbs/00_core.ipynb #50e312da
+class Part(tuple):
+    "One judged comparison: a (verdict, text) pair that also carries its test, for Holm across a claim."
+    def __new__(cls, label: str, diff: float, se: float, n: int, expected: int, digits: int = 3,
+                resolution: float = 0.0, level: float = ALPHA):
+        check_choice('expected', expected, (1, -1))
+        p = float(paired_p(diff, se, n, resolution))
+        s = int(np.sign(diff)) if p <= level else 0
+        v = 'inconclusive' if s == 0 else 'agree' if s == expected else 'differ'
+        det = detectable(se, n, resolution, level)
+        if n < 2: body = f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
+        else:
+            held = f'p = {p:.2g}' + ('' if level == ALPHA else f' vs Holm {level:.2g}')
+            body = (f'{diff:+.{digits}f} ± {se:.{digits}f} ({held}: {"within" if s == 0 else "beyond"} noise; '
+                    f'detects ≥ {det:.{digits}f})')
+        self = super().__new__(cls, (v, f'{label} {body} → {v}'))
+        self.effect = body                      # the effect alone, for tables: '+0.021 ± 0.004 (p = …)'
+        self.label, self.diff, self.se, self.n, self.expected, self.digits = label, diff, se, n, expected, digits
+        self.resolution, self.p, self.level, self.detectable = resolution, p, level, det
+        return self
+
+    def at(self, level: float) -> 'Part':
+        "The same comparison judged at another level (Holm's step for its rank)."
+        return Part(self.label, self.diff, self.se, self.n, self.expected, self.digits, self.resolution, level)
+
+def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
+                b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
+                expected: int = 1,     # +1: the claim is a > b; −1: a < b
+                label: str = 'a − b',  # how the comparison is named in the text
+                digits: int = 3,       # decimals shown
+                dim: str = 'seed',     # the paired dimension
+                resolution: float = 0.0,  # the metric's step: 1/n_test for an accuracy, 0 for a continuous one
+               ) -> Part:  # (verdict, 'cut − default +0.021 ± 0.004 (p = 0.03: beyond noise; detects ≥ …) → agree')
+    "Judge one claimed direction on paired differences over `dim` by the paired t-test: a `Part`."
+    d, se = paired_diff(a, b, dim)
+    return Part(label, float(d), float(se), int((a - b).sizes[dim]), expected, digits, resolution)
+
+def detectable_effect(a: xr.DataArray, b: xr.DataArray,  # paired metrics, as for judge_claim
+                      dim: str = 'seed', resolution: float = 0.0, alpha: float = ALPHA,
+                     ) -> float:  # the smallest |mean difference| the test would call at the observed spread
+    "What one comparison of our setting can detect: t critical × the floored s.e. of the paired differences."
+    _, se = paired_diff(a, b, dim)
+    return detectable(float(se), int((a - b).sizes[dim]), resolution, alpha)
+
+# %% ../nbs/00_core.ipynb #12a9c176
+def holm(ps: Iterable[float],        # the p-values of one claim's parts
+         alpha: float = ALPHA,
+        ) -> list[float]:            # the level each p-value is held to
+    "Holm's step-down levels: α/m for the smallest p, α/(m−1) for the next, …; from the first failure on, its level."
+    ps = list(ps); order = sorted(range(len(ps)), key=lambda k: ps[k]); levels = [0.0] * len(ps)
+    failed = None
+    for rank, k in enumerate(order):
+        if failed is None and ps[k] > alpha / (len(ps) - rank): failed = alpha / (len(ps) - rank)
+        levels[k] = failed if failed is not None else alpha / (len(ps) - rank)
+    return levels
+
 def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of one claim
                     ) -> str:                  # the claim's verdict: its weakest part's
     "One verdict for a claim with several parts: differ > inconclusive > corrected > agree > rebuilt."
@@ -191,10 +264,14 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
         if v in vs: return v
     return 'rebuilt'
 
-def judge_all(parts: Iterable[tuple[str, str]],  # (verdict, text) of each part of one claim
+def judge_all(parts: Iterable[tuple[str, str]],  # (verdict, text) of each part; `Part`s are tested together
              ) -> tuple[str, str]:               # the weakest verdict, and the texts joined
-    "One claim's verdict and line from its parts."
+    "One claim's verdict and line from its parts: Holm across the parts that carry a test, then the weakest."
     parts = list(parts)
+    tested = [k for k, p in enumerate(parts) if isinstance(p, Part)]
+    if len(tested) > 1:
+        levels = holm([parts[k].p for k in tested])
+        for k, lv in zip(tested, levels): parts[k] = parts[k].at(lv)
     return combine_verdicts(v for v, _ in parts), '; '.join(t for _, t in parts)
 
 def judge_seeds(hits,  # per seed: True where the seed shows what the claim says
@@ -203,22 +280,11 @@ def judge_seeds(hits,  # per seed: True where the seed shows what the claim says
     hits = np.asarray(hits, dtype=bool).ravel()
     if hits.size == 0: raise ValueError('hits must hold at least one seed')
     return 'agree' if hits.all() else 'differ' if not hits.any() else 'inconclusive'
-def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
-                b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
-                expected: int = 1,     # +1: the claim is a > b; −1: a < b
-                label: str = 'a − b',  # how the comparison is named in the text
-                digits: int = 3,       # decimals shown
-                dim: str = 'seed',     # the paired dimension
-               # the verdict, and e.g. 'cut − default +0.021 ± 0.008 (2.6 s.e.: beyond noise) → agree'
-               ) -> tuple[str, str]:
-    "Judge one claimed direction on paired differences over `dim`: its verdict and one line of text."
-    d, se = paired_diff(a, b, dim)
-    v = judge_effect(d, se, expected)
-    return v, f'{label} {effect_text(d, se, digits)} → {v}'
 
 # %% ../nbs/00_core.ipynb #86561089
 # the runner puts its job hash (notebook, parameters, code) here for the kernel
 JOB_ENV = 'COSINE_PITFALLS_JOB'
+TRAINING_SECTIONS = (4, 5)   # their results say what our scale can detect (`SectionRun.save(detect=)`)
 def _nc_attrs(attrs: dict) -> dict:
     "netCDF attributes hold strings and numbers: encode the rest as JSON."
     out = {}
@@ -273,6 +339,9 @@ class SectionRun:
              ours: str,                     # one line: our number / what our run shows
              verdict: str,                  # one of VERDICTS, by the rule above
              fig=None,                      # matplotlib figure (required for figure IDs)
+             detect: str = '',              # training IDs: the smallest effect our setting detects, or the
+                                            # scale the claim needs, beside the paper's effect (one line)
+             untestable: str = '',          # an `inconclusive` our scale cannot test: what it would need
             ) -> dict:                      # the summary written to results/<ID>.json
         "Register result `id`: check it, stamp provenance into `ds.attrs`, write its files under `out_dir`."
         self._mine(id)
@@ -284,10 +353,13 @@ class SectionRun:
         if not (isinstance(ours, str) and ours.strip()):
             raise ValueError("ours must be a non-empty one-line string")
         if PAPER[id].kind == 'figure' and fig is None: raise ValueError(f"{id} is a figure result: pass fig=")
+        if untestable and verdict != 'inconclusive':
+            raise ValueError(f"untestable is the reason of an 'inconclusive' verdict; {id} is {verdict!r}")
         files = ([f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md']
                  + ([f'figures/{id}.png'] if fig is not None else []))
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),
-                       verdict=verdict, paper=PAPER[id].paper, params=self.params,
+                       verdict=verdict, detect=' '.join(str(detect).split()),
+                       untestable=' '.join(str(untestable).split()), paper=PAPER[id].paper, params=self.params,
                        params_hash=params_hash(self.params), job_hash=os.environ.get(JOB_ENV), files=files,
                        git_sha=git_sha(), version=_version(),
                        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .core import combine_verdicts, effect_text, judge_effect, paired_diff
+from .core import judge_all, judge_claim
 from .evaluation import linear_probe
 from .train import encode, load_model
 
@@ -56,12 +56,8 @@ def judge_order(metric: xr.DataArray,      # (setting, seed) the metric compared
                 digits: int = 3,
                ) -> tuple[str, str]:       # the combined verdict, and one text of every comparison
     "Verdict and text of claimed orderings a > b, each on paired differences over seeds."
-    parts, texts = [], []
-    for a, b in pairs:
-        d, se = paired_diff(metric.sel(setting=a), metric.sel(setting=b))
-        v = judge_effect(d, se, +1); parts.append(v)
-        texts.append(f'{a} − {b} {effect_text(d, se, digits)} → {v}')
-    return combine_verdicts(parts), '; '.join(texts)
+    return judge_all(judge_claim(metric.sel(setting=a), metric.sel(setting=b), +1, f'{a} − {b}', digits)
+                     for a, b in pairs)
 
 def setting_table(ds: xr.Dataset, names: list, metrics: dict) -> pd.DataFrame:
     "Mean ± std over seeds of some metrics, one row per setting."

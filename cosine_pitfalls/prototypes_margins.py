@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.lines import Line2D
 
-from .core import SIGNIFICANCE_Z, check_choice, judge_seeds, paired_diff
+from .core import ALPHA, check_choice, judge_seeds, paired_diff, t_critical
 from .data import DATASETS, ImageData
 from .embedding_norms import ms
 from .evaluation import linear_probe
@@ -245,18 +245,21 @@ def judge_within(a: xr.DataArray,      # metric of setting A, with a `seed` dime
                  label: str = 'a − b', # how the comparison is named
                  side: str = 'both',   # 'both': |a − b| small; 'upper': a does not exceed b by more than margin
                  digits: int = 3,
+                 resolution: float = 0.0,  # the metric's step (1/n_test for an accuracy): the s.e.'s floor
                 ) -> tuple[str, str]:  # verdict and one line of text
-    "Claim 'a and b differ by less than margin' (or 'a gains less'), on the 2-s.e. interval of the paired mean."
+    """Claim 'a and b differ by less than margin' (or 'a gains less'), on the 95 % t-interval of the paired
+    mean (n − 1 df, s.e. floored at resolution/√n)."""
     check_choice('side', side, ('both', 'upper'))
-    d, se = (float(x) for x in paired_diff(a, b))
-    z = SIGNIFICANCE_Z; lo, hi = d - z * se, d + z * se
+    d, se = (float(x) for x in paired_diff(a, b)); n = int((a - b).sizes['seed'])
+    se = max(se, resolution / math.sqrt(n)) if math.isfinite(se) else se
+    z = t_critical(n, ALPHA); lo, hi = d - z * se, d + z * se
     if not math.isfinite(se): v = 'inconclusive'
     elif side == 'both':
         v = ('agree' if -margin <= lo and hi <= margin else
              'differ' if lo > margin or hi < -margin else 'inconclusive')
     else: v = 'agree' if hi <= margin else 'differ' if lo > margin else 'inconclusive'
     bound = f'±{margin:g}' if side == 'both' else f'≤ {margin:g}'
-    return v, (f'{label} {d:+.{digits}f} ± {se:.{digits}f} ({z:g}-s.e. interval '
+    return v, (f'{label} {d:+.{digits}f} ± {se:.{digits}f} (95 % t-interval '
                f'[{lo:+.{digits}f}, {hi:+.{digits}f}] vs {bound}) → {v}')
 
 def judge_status(status: xr.DataArray,  # (seed,) the runs' statuses: 'ok', 'collapsed', 'diverged'

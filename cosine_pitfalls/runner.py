@@ -15,11 +15,12 @@ from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_write_text,
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
-           'parse_value', 'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash',
-           'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'html_of', 'settle_widgets',
-           'static_widgets', 'settle_executed', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
-           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports', 'main']
+__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'SCALE_NOTE', 'find_nbs', 'notebook_path', 'implemented',
+           'notebook_params', 'parse_value', 'check_params', 'profile_params', 'plan', 'environment', 'read_json',
+           'code_hash', 'job_hash', 'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce',
+           'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'anchor_ids', 'render_html',
+           'render_missing', 'status', 'report_rows', 'report_header', 'write_report', 'write_report_html',
+           'report_problems', 'write_reports', 'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -483,7 +484,9 @@ def report_rows(out: Path,   # the output folder
             done = bool(summ) and st.startswith('reproduced')
             r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None)
             if done:
-                r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'])
+                r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'],
+                         untestable=summ.get('untestable', ''))
+                if summ.get('detect'): r['ours'] += f" — What this scale can detect: {summ['detect']}"
                 r['files'] = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
                 r['figure'] = next((f for f in r['files'] if f.startswith('figures/')), None)
             else:
@@ -500,9 +503,22 @@ def report_rows(out: Path,   # the output folder
     return rows
 
 def _totals(rows: list[dict]) -> str:
+    "One line of counts by verdict; `inconclusive` split into 'not testable at this scale' and 'within noise'."
     counts = {}
     for r in rows: counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
-    return 'Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items()))
+    scale = sum(r['verdict'] == 'inconclusive' and bool(r.get('untestable')) for r in rows)
+    word = lambda k, v: (f'{v} {k} ({scale} not testable at this scale, {v - scale} within noise)'
+                         if k == 'inconclusive' else f'{v} {k}')
+    return 'Totals: ' + ', '.join(word(k, v) for k, v in sorted(counts.items()))
+
+SCALE_NOTE = (
+    "**What the `cpu` profile can test.** It trains small networks for a few thousand steps on scikit-learn's "
+    "8×8 digits (1,797 images), so it can show which way a setting moves a quantity that settles that fast — "
+    "embedding norms, obtuse positive pairs, spectra, variances of similarities, and orderings of accuracy "
+    "larger than its seed spread — and each training row says the smallest effect it detects. "
+    "It cannot test effects of ImageNet-scale data, hundreds of epochs, large-batch LARS, colour augmentation "
+    "or ViTs, nor accuracy gaps smaller than its detectable effect: those rows are `inconclusive` and say so, "
+    "counted apart in the totals as 'not testable at this scale'.",)
 
 def report_header(man: dict) -> list[str]:
     "The report's opening lines: what a row shows, and the verdict rule."
@@ -512,8 +528,10 @@ def report_header(man: dict) -> list[str]:
             "dataset and figure. Every verdict is decided by its notebook from its own numbers, by one rule:",
             '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
-            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and '
-            '`not yet implemented` mean there is no number of ours.', '',
+            'An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
+            "(Holm across the claim's parts), and never below one test image. "
+            '`not run`, `failed` and `not yet implemented` mean there is no number of ours.', '',
+            *SCALE_NOTE, ''
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
             f"updated {man.get('updated', 'n/a')}", '']
 
@@ -613,8 +631,10 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
              "Every verdict is decided by its notebook from its own numbers, by one rule:</p>",
              '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
                               for v in VERDICTS) + '</ul>',
-             '<p>An effect over seeds counts only beyond 2 paired standard errors. <code>not run</code>, '
+             '<p>An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
+             "(Holm across the claim's parts), and never below one test image. <code>not run</code>, "
              '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
+             *[f'<p>{_inline(s)}</p>'.replace('**', '') for s in SCALE_NOTE],
              f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
              f"{e(str(env.get('device', 'n/a')))}; "
              f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>"]
