@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'CLOP_WEIGHTINGS', 'check_views', 'info_nce', 'InfoNCE', 'DCL',

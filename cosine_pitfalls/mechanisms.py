@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 from .losses import check_views
 
 # %% auto #0

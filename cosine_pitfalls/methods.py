@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
                                    make_prototypes, vicreg)
 from .mechanisms import (GradScale, dist_info, gather_with_grad, margin_logits,

@@ -9,10 +9,8 @@ from typing import Sequence
 
 import torch
 from torch import Tensor, nn
-from torchvision.models import resnet18, resnet50
-from torchvision.models.resnet import ResNet
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['BACKBONES', 'CUT_MODES', 'PROJECTORS', 'cifar_resnet', 'SmallCNN', 'make_backbone', 'mlp', 'cut_init_',
@@ -38,9 +36,10 @@ BACKBONES = ('resnet18', 'resnet50', 'small_cnn')
 
 def cifar_resnet(depth: int = 18,       # 18 (BasicBlock, out_dim 512) or 50 (Bottleneck, out_dim 2048)
                  in_channels: int = 3,  # image channels
-                ) -> ResNet:            # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
+                ) -> nn.Module:         # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
     "torchvision's ResNet-18/50 with SimCLR's CIFAR stem: 3x3 stride-1 conv, no max-pool, no fc."
     check_choice('depth', depth, (18, 50)); _check_int('in_channels', in_channels)
+    from torchvision.models import resnet18, resnet50   # torchvision: imported only to build a ResNet
     net = (resnet18 if depth == 18 else resnet50)(weights=None)   # random init, nothing downloaded
     net.out_dim = net.fc.in_features                              # 512 or 2048: the pooled features
     net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)

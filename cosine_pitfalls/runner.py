@@ -32,8 +32,8 @@ def find_nbs(nbs: str | Path | None = None,  # explicit folder of the section no
     if nbs is not None:
         if not Path(nbs).is_dir(): raise ValueError(f"nbs: {str(nbs)!r} is not a folder")
         return Path(nbs).resolve()
-    tries = [os.environ.get('COSINE_PITFALLS_NBS'), Path(cosine_pitfalls.__file__).parent.parent/'nbs',
-             Path.cwd()/'nbs']
+    pkg = Path(cosine_pitfalls.__file__).parent   # a clone: pkg/../nbs; a wheel: pkg/nbs (copied at build)
+    tries = [os.environ.get('COSINE_PITFALLS_NBS'), pkg.parent/'nbs', pkg/'nbs', Path.cwd()/'nbs']
     for t in tries:
         if t and (Path(t)/'index.ipynb').exists(): return Path(t).resolve()
     raise ValueError(f"nbs: no folder of section notebooks found (tried {[str(t) for t in tries if t]}); "

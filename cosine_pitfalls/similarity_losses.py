@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_positive
+from .utils import check_positive
 from .losses import check_views
 
 # %% auto #0

@@ -15,8 +15,8 @@ import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
-                                  params_hash)
+from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
+                                   params_hash)
 from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
 from .evaluation import covariance_spectrum, effective_rank, knn_topk, linear_probe
 from .mechanisms import dist_info
@@ -38,7 +38,7 @@ LR_SCALINGS = ('linear', 'none')
 PROBE_LABELS = ('all', 'known')
 KNN_FEATURES = ('backbone', 'embedding')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
-ENGINE_MODULES = ('core', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods',
+ENGINE_MODULES = ('utils', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods',
                   'evaluation', 'train')
 
 def engine_hash() -> str:
