@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #a6b95b81
 from __future__ import annotations
-import contextlib, datetime, hashlib, json, math, os, random, subprocess, tempfile
+import contextlib, datetime, hashlib, json, math, os, random, re, subprocess, tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable
@@ -18,9 +18,9 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 
 # %% auto #0
 __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'SIGNIFICANCE_Z', 'JOB_ENV', 'check_choice', 'check_positive', 'parse_numbers',
-           'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'params_hash', 'git_sha',
-           'paired_diff', 'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts', 'judge_all', 'judge_seeds',
-           'judge_claim', 'SectionRun', 'load_result', 'live_frontend']
+           'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text', 'pid_alive', 'stale_tmp',
+           'params_hash', 'git_sha', 'paired_diff', 'effect_sign', 'judge_effect', 'effect_text', 'combine_verdicts',
+           'judge_all', 'judge_seeds', 'judge_claim', 'SectionRun', 'load_result', 'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
@@ -93,7 +93,9 @@ def atomic_path(path: str | Path,  # final destination
                ):
     "Yield a temporary path beside `path`; on success rename it onto `path`, on failure delete it."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.stem}.', suffix=f'.tmp{path.suffix}', dir=path.parent)
+    # the writer's pid in the name: a clean-up can tell a live writer's temporary (`stale_tmp`)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.stem}.{os.getpid()}.', suffix=f'.tmp{path.suffix}',
+                               dir=path.parent)
     os.close(fd); tmp = Path(tmp)
     try:
         yield tmp
@@ -109,6 +111,27 @@ def atomic_write_text(path: str | Path,  # destination
     "Write `text` to `path` atomically."
     with atomic_path(path) as tmp: tmp.write_text(text, encoding='utf-8')
     return Path(path)
+
+_TMP_PID = re.compile(r'^\..*\.(\d+)\.(?:[A-Za-z0-9_]{8}\.tmp|running)')
+
+def pid_alive(pid: int) -> bool:
+    "Whether a process with this id exists (signal 0)."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
+
+def stale_tmp(folder: str | Path,       # where to look
+              recursive: bool = True,   # also in sub-folders
+             ) -> list[Path]:           # the temporaries deleted
+    "Delete temporaries (`atomic_path`'s, the runner's `.running`) whose writer is this process or is gone."
+    it = Path(folder).rglob('.*') if recursive else Path(folder).glob('.*')
+    gone = []
+    for f in it:
+        m = _TMP_PID.match(f.name)
+        if m and f.is_file() and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1)))):
+            f.unlink(missing_ok=True); gone.append(f)
+    return gone
 
 # %% ../nbs/00_core.ipynb #6adceac0
 def params_hash(params: dict,  # JSON-serializable parameters of a run
