@@ -15,7 +15,7 @@ import xarray as xr
 
 # the library's plain helpers, re-exported for the section notebooks
 from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, current_umask,
-                                   get_device, params_hash, set_seed)
+                                   get_device, params_hash, pid_alive, set_seed, stale_tmp)
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
 
 # %% auto #0

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
-                                   params_hash)
+                                   params_hash, stale_tmp)
 from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
 from .evaluation import covariance_spectrum, effective_rank, knn_topk, linear_probe
 from .mechanisms import dist_info
@@ -25,11 +25,12 @@ from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'ENGINE_MODULES',
-           'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'engine_hash', 'TrainConfig',
-           'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn',
-           'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state', 'set_rng_state', 'load_model',
-           'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train', 'sweep_configs', 'sweep',
-           'train_parser', 'config_from_args', 'main']
+           'MAX_EPOCHS', 'MAX_SEED', 'TRAIN_SIZES', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME',
+           'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr',
+           'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'read_checkpoint',
+           'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
+           'subset_classes', 'run_ids', 'check_run_dir', 'train', 'sweep_configs', 'sweep', 'train_parser',
+           'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -48,10 +49,16 @@ def engine_hash() -> str:
     for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
     return h.hexdigest()[:12]
 
-def _int(name: str, v, lo: int, none: bool = False) -> None:
+MAX_EPOCHS = 100_000   # more is a typo, not a run (a digits epoch takes ~0.5 s: 100000 are half a day)
+MAX_SEED = 2**63 - 1   # the largest seed torch's generators take
+# training images of the datasets whose size is fixed: a larger batch is refused before anything loads
+TRAIN_SIZES = dict(digits=1437, cifar10=50_000, cifar100=50_000)
+
+def _int(name: str, v, lo: int, none: bool = False, hi: int | None = None) -> None:
     if v is None and none: return
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}{' or None' if none else ''}; got {v!r}")
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+        raise ValueError(f"{name} must be an integer >= {lo}{f' and <= {hi}' if hi is not None else ''}"
+                         f"{' or None' if none else ''}; got {v!r}")
 
 # %% ../nbs/17_train.ipynb #3326d906
 @dataclass
@@ -135,8 +142,12 @@ def check_train_config(c: TrainConfig) -> None:
     _int('diag_keep', c.diag_keep, 0); check_choice('probe_labels', c.probe_labels, PROBE_LABELS)
     check_choice('knn_features', c.knn_features, KNN_FEATURES); c.classes()
     _int('knn_k', c.knn_k, 1, none=True); _int('image_size', c.image_size, 1, none=True)
-    for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'):
+    for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads'):
         _int(name, getattr(c, name), 0)
+    _int('seed', c.seed, 0, hi=MAX_SEED); _int('epochs', c.epochs, 1, hi=MAX_EPOCHS)
+    if c.batch_size > TRAIN_SIZES.get(c.dataset, c.batch_size):
+        raise ValueError(f"batch_size must not exceed the training set of {c.dataset} "
+                         f"({TRAIN_SIZES[c.dataset]} images); got {c.batch_size}")
     if c.backbone != 'small_cnn' and c.width != 32:
         raise ValueError(f"width sets the channels of 'small_cnn' only; {c.backbone!r} has fixed widths, "
                          "leave width=32")
@@ -305,18 +316,34 @@ def save_checkpoint(path: Path, state: dict) -> None:
     "Write a checkpoint atomically."
     with atomic_path(path) as tmp: torch.save(state, tmp)
 
+def read_checkpoint(path: str | Path) -> dict:
+    "A checkpoint's contents on the CPU, unpickled with `weights_only=True` (nothing in it can run code)."
+    try: st = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:  # damaged, truncated, or a pickle that wants to execute something
+        raise ValueError(f"{path}: not a readable checkpoint of this trainer ({type(e).__name__}); delete it "
+                         "or give a fresh --out") from None
+    if not isinstance(st, dict): raise ValueError(f"{path}: not a checkpoint of this trainer (no dict)")
+    return st
+
 def rng_state(gens: dict[str, torch.Generator]) -> dict:
-    "Every random stream's state: the run's generators, torch (CPU, CUDA), Python, NumPy."
+    "Every random stream's state as tensors and plain types: the run's generators, torch (CPU, CUDA), Python, NumPy."
+    version, keys, gauss = random.getstate()
+    kind, mt, pos, has_gauss, cached = np.random.get_state()
     return dict(gens={k: g.get_state() for k, g in gens.items()}, torch=torch.get_rng_state(),
                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                python=random.getstate(), numpy=np.random.get_state())
+                python=[version, list(keys), gauss],
+                numpy=[kind, torch.from_numpy(mt.astype(np.int64)), int(pos), int(has_gauss), float(cached)])
 
 def set_rng_state(gens: dict[str, torch.Generator], state: dict) -> None:
-    "Restore what `rng_state` saved."
-    for k, g in gens.items(): g.set_state(state['gens'][k])
-    torch.set_rng_state(state['torch'])
-    if state['cuda'] is not None and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state['cuda'])
-    random.setstate(state['python']); np.random.set_state(state['numpy'])
+    "Restore what `rng_state` saved (states loaded on any device; CUDA ones only for the GPUs visible now)."
+    for k, g in gens.items(): g.set_state(state['gens'][k].cpu())   # set_state takes CPU ByteTensors only
+    torch.set_rng_state(state['torch'].cpu())
+    if state['cuda'] is not None and torch.cuda.is_available():
+        # saved with more (or fewer) GPUs visible: each visible device that has a saved state gets it
+        for i, s in enumerate(state['cuda'][:torch.cuda.device_count()]): torch.cuda.set_rng_state(s.cpu(), i)
+    version, keys, gauss = state['python']; random.setstate((version, tuple(keys), gauss))
+    kind, mt, pos, has_gauss, cached = state['numpy']
+    np.random.set_state((kind, mt.numpy().astype(np.uint32), pos, has_gauss, cached))
 
 # %% ../nbs/17_train.ipynb #17a00039
 def load_model(run_dir: str | Path,          # a run's folder (train's out_dir), finished
@@ -329,7 +356,10 @@ def load_model(run_dir: str | Path,          # a run's folder (train's out_dir),
     kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); kw.pop('run_id', None)
     kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
     cfg = TrainConfig(**kw)
-    st = torch.load(run_dir/CHECKPOINT, map_location=device, weights_only=False)
+    st = read_checkpoint(run_dir/CHECKPOINT)
+    if st.get('run_id') != cfg.run_id():
+        raise ValueError(f"run_dir: {str(run_dir)!r} mixes two runs: {CONFIG} is run {cfg.run_id()}, "
+                         f"{CHECKPOINT} run {st.get('run_id')}")
     model = build_model(cfg, **st['meta']).to(device)
     model.load_state_dict(st['model'])
     return cfg, model.eval()
@@ -417,6 +447,47 @@ def subset_classes(data,                 # an ImageData
 def _channels(cfg: TrainConfig) -> int:
     return cfg.channels or (1 if cfg.dataset == 'digits' and cfg.backbone == 'small_cnn' else 3)
 
+def _damaged(f: Path, what: str) -> ValueError:
+    return ValueError(f"{f}: damaged ({what}); delete it or give a fresh --out")
+
+def run_ids(out: Path) -> dict[str, str | None]:
+    "The run id recorded by each of a run folder's files (config.json, run.nc, checkpoint.pt) that exists."
+    ids = {}
+    if (out/CONFIG).exists():
+        try: ids[CONFIG] = json.loads((out/CONFIG).read_text(encoding='utf-8'))['run_id']
+        except (OSError, ValueError, KeyError, TypeError): raise _damaged(out/CONFIG, 'not a run config') from None
+    if (out/RESULT).exists():
+        try:
+            with xr.open_dataset(out/RESULT, engine='h5netcdf') as ds: ids[RESULT] = ds.attrs.get('run_id')
+        except Exception: raise _damaged(out/RESULT, 'does not open as netCDF') from None
+    if (out/CHECKPOINT).exists(): ids[CHECKPOINT] = read_checkpoint(out/CHECKPOINT).get('run_id')
+    return ids
+
+def check_run_dir(out: str | Path,  # the run's folder (train's out_dir)
+                  run_id: str,      # the run about to train there
+                 ) -> None:
+    """Before any compute: `out` is (or can be made) a writable folder holding no other run; its leftover
+    temporaries (of writers that are gone) are deleted."""
+    out = Path(out); made, p = [], out
+    while not p.exists(): made.append(p); p = p.parent
+    if not p.is_dir(): raise ValueError(f"out: {str(p)!r} is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out/'.probe') as tmp: tmp.write_bytes(b'')
+        (out/'.probe').unlink()
+    except OSError as e: raise ValueError(f"out: cannot write into {str(out)!r}: {e.strerror}") from None
+    finally:
+        for d in made:                                      # created only to probe: the run creates it
+            try: d.rmdir()
+            except OSError: pass
+    if made: return
+    stale_tmp(out, recursive=False)
+    other = {f: i for f, i in run_ids(out).items() if i != run_id}
+    if other:
+        f, i = next(iter(other.items()))
+        raise ValueError(f"out: {str(out)!r} holds another run ({f} of run {i}); this is run {run_id}: "
+                         "give a fresh --out")
+
 # %% ../nbs/17_train.ipynb #17a00022
 def train(cfg: TrainConfig,            # the run (validated)
           data=None,                   # an ImageData already loaded (else load_dataset from cfg)
@@ -425,11 +496,10 @@ def train(cfg: TrainConfig,            # the run (validated)
          ) -> xr.Dataset:  # the run's history: one record per epoch, outcome and final scores in attrs
     "Train one configuration; resume from its checkpoint, or return its finished result, when the run id matches."
     cfg.validate()
-    rank, world, dev = _init_distributed(cfg)
     out = Path(cfg.out_dir) if cfg.out_dir else None
-    if out is not None and (out/RESULT).exists():
-        done = xr.load_dataset(out/RESULT, engine='h5netcdf')
-        if done.attrs.get('run_id') == cfg.run_id(): return done
+    if out is not None: check_run_dir(out, cfg.run_id())       # before any compute
+    rank, world, dev = _init_distributed(cfg)
+    if out is not None and (out/RESULT).exists(): return xr.load_dataset(out/RESULT, engine='h5netcdf')
     old_threads = torch.get_num_threads()
     if cfg.threads: torch.set_num_threads(cfg.threads)
     torch.set_flush_denormal(True)  # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
@@ -489,12 +559,11 @@ def _setup(cfg, data, rank, world, dev, out) -> _RunState:
 def _resume(r: _RunState) -> None:
     "Continue from the run's checkpoint when its run id matches: weights, optimizer, random streams, history."
     if r.out is None or not (r.out/CHECKPOINT).exists(): return
-    st = torch.load(r.out/CHECKPOINT, map_location=r.dev, weights_only=False)
-    if st['run_id'] != r.cfg.run_id(): return
-    r.model.load_state_dict(st['model']); r.opt.load_state_dict(st['optimizer'])
+    st = read_checkpoint(r.out/CHECKPOINT)           # on the CPU: the RNG states must stay there
+    if st.get('run_id') != r.cfg.run_id(): return    # train() has refused a folder of another run
+    r.model.load_state_dict(st['model']); r.opt.load_state_dict(st['optimizer'])  # both move to the device
     own = r.out/f'rng.rank{r.rank}.pt'                    # under torchrun each process has its own streams
-    set_rng_state(r.gens,
-                  st['rng'] if r.rank == 0 or not own.exists() else torch.load(own, weights_only=False))
+    set_rng_state(r.gens, st['rng'] if r.rank == 0 or not own.exists() else read_checkpoint(own))
     r.history, r.start = st['history'], st['epoch']
     r.status, r.status_epoch, r.train_s = st['status'], st['status_epoch'], st['train_s']
 
@@ -682,9 +751,14 @@ def _field_type(f) -> tuple:
     conv.__name__ = base.__name__  # argparse names the type in its error messages
     return dict(type=conv)
 
+class _Parser(argparse.ArgumentParser):
+    "An error is two lines (a short usage and the error), not the whole usage of ~50 flags."
+    def error(self, message):
+        self.exit(2, f"usage: {self.prog} [--FIELD VALUE ...] (--help lists them)\n{self.prog}: error: {message}\n")
+
 def train_parser() -> argparse.ArgumentParser:
     "One flag per TrainConfig field (the default in the help), plus --out."
-    p = argparse.ArgumentParser(prog='cosine-pitfalls train', description='Train one self-supervised run.')
+    p = _Parser(prog='cosine-pitfalls train', description='Train one self-supervised run.', allow_abbrev=False)
     p.add_argument('--out', dest='out_dir', default=None,
                    help="where run.nc, config.json and checkpoint.pt go ('' writes nothing)")
     for f in fields(TrainConfig):
@@ -707,6 +781,8 @@ def main(argv: list | None = None) -> int:
     try: ds = train(cfg)
     except (ValueError, FileNotFoundError) as e:
         print(f'cosine-pitfalls train: error: {e}', file=sys.stderr); return 2
+    except KeyboardInterrupt:           # the last checkpoint is whole (written atomically)
+        print('cosine-pitfalls train: interrupted; resume with the same command', file=sys.stderr); return 130
     if dist_info()[0] == 0:
         a = ds.attrs
         print(f"{cfg.method} on {a['source']}: status {a['status']}, "

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_utils.ipynb #7d784eae
 from __future__ import annotations
-import contextlib, hashlib, json, os, random, tempfile
+import contextlib, hashlib, json, os, random, re, tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -13,7 +13,7 @@ import torch
 
 # %% auto #0
 __all__ = ['check_choice', 'check_positive', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text',
-           'params_hash']
+           'pid_alive', 'stale_tmp', 'params_hash']
 
 # %% ../nbs/09_utils.ipynb #b1dc94f2
 def check_choice(name: str,      # parameter name, as the user wrote it
@@ -71,7 +71,9 @@ def atomic_path(path: str | Path,  # final destination
                ):
     "Yield a temporary path beside `path`; on success rename it onto `path`, on failure delete it."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.stem}.', suffix=f'.tmp{path.suffix}', dir=path.parent)
+    # the writer's pid in the name: a clean-up can tell a live writer's temporary (`stale_tmp`)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.stem}.{os.getpid()}.', suffix=f'.tmp{path.suffix}',
+                               dir=path.parent)
     os.close(fd); tmp = Path(tmp)
     try:
         yield tmp
@@ -87,6 +89,27 @@ def atomic_write_text(path: str | Path,  # destination
     "Write `text` to `path` atomically."
     with atomic_path(path) as tmp: tmp.write_text(text, encoding='utf-8')
     return Path(path)
+
+_TMP_PID = re.compile(r'^\..*\.(\d+)\.(?:[A-Za-z0-9_]{8}\.tmp|running)')
+
+def pid_alive(pid: int) -> bool:
+    "Whether a process with this id exists (signal 0)."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
+
+def stale_tmp(folder: str | Path,       # where to look
+              recursive: bool = True,   # also in sub-folders
+             ) -> list[Path]:           # the temporaries deleted
+    "Delete temporaries (`atomic_path`'s, the runner's `.running`) whose writer is this process or is gone."
+    it = Path(folder).rglob('.*') if recursive else Path(folder).glob('.*')
+    gone = []
+    for f in it:
+        m = _TMP_PID.match(f.name)
+        if m and f.is_file() and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1)))):
+            f.unlink(missing_ok=True); gone.append(f)
+    return gone
 
 # %% ../nbs/09_utils.ipynb #a6aaaeb6
 def params_hash(params: dict,  # JSON-serializable parameters of a run
