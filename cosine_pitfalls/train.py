@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
@@ -18,7 +17,8 @@ from tqdm.auto import tqdm
 from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
                                    params_hash, stale_tmp)
 from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
-from .evaluation import covariance_spectrum, effective_rank, knn_topk, linear_probe
+from .diagnostics import PreNormCapture, norm_stats, pair_stats, spectrum_stats
+from .evaluation import knn_topk, linear_probe
 from .mechanisms import dist_info
 from .methods import CONTRASTIVE, MethodConfig, SSLMethod
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
@@ -40,7 +40,7 @@ PROBE_LABELS = ('all', 'known')
 KNN_FEATURES = ('backbone', 'embedding')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
 ENGINE_MODULES = ('utils', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods',
-                  'evaluation', 'train')
+                  'evaluation', 'diagnostics', 'train')
 
 def engine_hash() -> str:
     "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
@@ -259,22 +259,16 @@ def diagnostics(model: SSLMethod,          # the method (put in eval mode here, 
     "The per-epoch collapse diagnostics on fixed images."
     was = model.training; model.eval()
     with torch.no_grad():
-        r, z = model.embed(clean)
+        with PreNormCapture(model.projector) as cap: r, z = model.embed(clean)   # cap.pre: z before a final BN
         _, z1 = model.embed(views[0]); _, z2 = model.embed(views[1])
     model.train(was)
     r, z, z1, z2 = (t.float() for t in (r, z, z1, z2))
-    zn1, zn2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
-    pos = (zn1 * zn2).sum(-1)                                             # (n,)
-    s = zn1 @ zn2.T; off = ~torch.eye(len(s), dtype=torch.bool, device=s.device)
-    neg = s[off]
-    rn, zn = r.norm(dim=-1), z.norm(dim=-1)
+    nan = torch.tensor(float('nan'), device=z.device)
+    zpre = (norm_stats(cap.pre.float(), 'zpre') if cap.pre is not None          # NaN: no final non-affine BN
+            else dict(zpre_norm_mean=nan, zpre_norm_std=nan))
     kept = dict(pair_z1=z1[:keep], pair_z2=z2[:keep]) if keep else {}       # (keep, d) each
-    return kept | dict(r_norm_mean=rn.mean(), r_norm_std=rn.std(), z_norm_mean=zn.mean(), z_norm_std=zn.std(),
-                pos_cos_mean=pos.mean(), pos_obtuse_share=(pos < 0).float().mean(),
-                neg_cos_mean=neg.mean(), neg_cos_var=neg.var(unbiased=False),
-                z_normalized_std=F.normalize(z, dim=-1).std(0).mean(),
-                r_erank=effective_rank(r, center=True), z_erank=effective_rank(z, center=True),
-                r_spectrum=covariance_spectrum(r), z_spectrum=covariance_spectrum(z))
+    return (kept | norm_stats(r, 'r') | norm_stats(z, 'z') | zpre | pair_stats(z1, z2)
+            | spectrum_stats(z, 'z') | spectrum_stats(r, 'r'))
 
 # %% ../nbs/17_train.ipynb #17a00015
 def encode(model: SSLMethod, x: Tensor,   # uint8 images (N, C, H, W) on the model's device
