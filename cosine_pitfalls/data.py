@@ -18,10 +18,10 @@ from .utils import check_choice, check_positive, get_device
 # %% auto #0
 __all__ = ['DATASETS', 'DEFAULT_SIZES', 'DIGITS_SPLIT_SEED', 'POLICIES', 'JITTER_OPS', 'SOLARIZE_THRESHOLD', 'POLICY_OPS',
            'RANDAUGMENT_OPS', 'SIGNED_OPS', 'AUTOAUGMENT_IMAGENET', 'POLICY_BINS', 'AUG_PRESETS', 'ImageData',
-           'channel_stats', 'resize_images', 'to_channels', 'load_dataset', 'labelled_mask', 'AugSpec', 'crop_boxes',
-           'resized_crop', 'adjust_hue', 'color_jitter', 'blur_kernel_size', 'gaussian_blur', 'solarize',
-           'policy_magnitudes', 'policy_op', 'draw_policy_params', 'apply_policy', 'draw_aug_params', 'apply_aug',
-           'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
+           'channel_stats', 'resize_images', 'to_channels', 'load_dataset', 'clear_dataset_cache', 'labelled_mask',
+           'AugSpec', 'crop_boxes', 'resized_crop', 'adjust_hue', 'color_jitter', 'blur_kernel_size', 'gaussian_blur',
+           'solarize', 'policy_magnitudes', 'policy_op', 'draw_policy_params', 'apply_policy', 'draw_aug_params',
+           'apply_aug', 'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
 
 # %% ../nbs/13_data.ipynb #d7a1c0e7
 DATASETS = ('digits', 'cifar10', 'cifar100', 'stl10', 'flowers102', 'imagefolder')
@@ -211,8 +211,10 @@ def load_dataset(name: str,                  # one of DATASETS
                  channels: int | None = None,    # 1 or 3; default 1 for digits, 3 otherwise
                  path: str | Path | None = None,  # imagefolder only: folder with train/ and val/ (or test/)
                  device: str | torch.device = 'cpu',  # where the tensors live ('auto', 'cpu', 'cuda', ...)
+                 cache: bool = True,         # keep the decoded data for the next call with the same arguments
                 ) -> ImageData:
     "Load a labelled dataset as uint8 tensors `(N, C, S, S)` on `device`, with its training mean and std."
+    if not isinstance(cache, bool): raise ValueError(f"cache must be True or False; got {cache!r}")
     check_choice('name', name, DATASETS)
     if not isinstance(download, bool): raise ValueError(f"download must be True or False; got {download!r}")
     bad_size = not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1
@@ -227,6 +229,9 @@ def load_dataset(name: str,                  # one of DATASETS
     dev = get_device(device)
     size = DEFAULT_SIZES[name] if image_size is None else image_size
     c = channels or (1 if name == 'digits' else 3)
+    key = (name, str(Path(root).expanduser().resolve()), size, c,
+           None if path is None else str(Path(path).expanduser().resolve()))
+    if cache and key in _DATASET_CACHE: return _DATASET_CACHE[key].to(dev)
     xtr, ytr, xte, yte, k, desc = _LOADERS[name](name, root, download, size, path)
     native = tuple(xtr.shape[-2:])
     xtr, xte = to_channels(resize_images(xtr, size), c), to_channels(resize_images(xte, size), c)
@@ -234,7 +239,15 @@ def load_dataset(name: str,                  # one of DATASETS
            'upsampled (bilinear) to' if native[0] < size else 'downsampled (bilinear, antialias) to')
     mean, std = channel_stats(xtr)
     source = f"{desc}; {how} {size}x{size}x{c}; {len(ytr)} train / {len(yte)} test images, {k} classes"
-    return ImageData(name, xtr, ytr, xte, yte, k, mean, std, source).to(dev)
+    data = ImageData(name, xtr, ytr, xte, yte, k, mean, std, source)
+    if cache: _DATASET_CACHE[key] = data          # on the CPU: a sweep decodes each dataset once per process
+    return data.to(dev)
+
+_DATASET_CACHE: dict = {}   # (name, root, size, channels, path) -> ImageData on the CPU
+
+def clear_dataset_cache() -> None:
+    "Forget every dataset `load_dataset` kept (frees their memory)."
+    _DATASET_CACHE.clear()
 
 # %% ../nbs/13_data.ipynb #d7a1c0ff
 def _check_generator(generator, device: torch.device, what: str = 'x') -> None:
@@ -691,16 +704,18 @@ def apply_aug(x: Tensor,              # uint8 images, (B, C, H, W)
               spec: AugSpec,          # the policy the parameters were drawn for
               mean: tuple,            # per-channel mean, [0, 1] units
               std: tuple,             # per-channel std, [0, 1] units
+              sync_free: bool | None = None,  # policy and jitter without host syncs; None: True on CUDA
              ) -> Tensor:             # (B, C, S, S) float32, normalized
     "Apply drawn parameters: policy, crop + flip + resize, jitter, gray, blur, solarize, normalize."
     B, C, H, W = x.shape
     m, s = _norm_params(mean, std, C, x.device)
     size = (spec.size, spec.size) if spec.size is not None else (H, W)
     p = {k: v.to(x.device) for k, v in params.items()}
-    if spec.policy: x = apply_policy(x, p, spec)                                # uint8, before the crop
+    if spec.policy: x = apply_policy(x, p, spec, sync_free)                                # uint8, before the crop
     y = resized_crop(x.float().div_(255), p['box'], size, p['flip'])            # (B, C, S, S) in [0, 1]
     ops = (spec.brightness > 0, spec.contrast > 0, spec.saturation > 0 and C == 3, spec.hue > 0 and C == 3)
-    if spec.jitter_p > 0 and any(ops): y = color_jitter(y, p['factors'], p['order'], p['jitter'], ops)
+    if spec.jitter_p > 0 and any(ops): y = color_jitter(y, p['factors'], p['order'], p['jitter'], ops,
+                                                             sync_free)
     if spec.gray_p > 0 and C == 3: y = torch.where(p['gray'].view(-1, 1, 1, 1), _gray(y).expand_as(y), y)
     if spec.blur_p > 0: y = gaussian_blur(y, p['sigma'], p['blur'], blur_kernel_size(min(size)))
     if spec.solarize_p > 0: y = solarize(y, p['solarize'])
@@ -711,13 +726,15 @@ def augment(x: Tensor,          # uint8 images, (B, C, H, W), C in (1, 3)
             generator: torch.Generator,  # random source on x's device (its state is what a checkpoint saves)
             mean: tuple,        # per-channel mean, [0, 1] units (ImageData.mean)
             std: tuple,         # per-channel std, [0, 1] units (ImageData.std)
+            sync_free: bool | None = None,  # policy and jitter without host syncs; None: True on CUDA
            ) -> Tensor:         # (B, C, S, S) float32, normalized; S = spec.size or the input's H x W
     "One augmented view of a batch, every sample with its own random parameters; no loop over samples."
     _check_uint8_images(x)
     if not isinstance(spec, AugSpec): raise ValueError(f"spec must be an AugSpec; got {type(spec).__name__}")
     _check_generator(generator, x.device)
     _norm_params(mean, std, x.shape[1], 'cpu')
-    return apply_aug(x, draw_aug_params(x.shape[0], x.shape[2], x.shape[3], spec, generator), spec, mean, std)
+    return apply_aug(x, draw_aug_params(x.shape[0], x.shape[2], x.shape[3], spec, generator), spec, mean, std,
+                     sync_free)
 
 # %% ../nbs/13_data.ipynb #d7a1c11d
 _MARGINS_STRONG = AugSpec(scale=(0.2, 1.0), blur_p=0.5)             # ReSSL's strong (student) view
@@ -746,6 +763,7 @@ def make_views(x: Tensor,          # uint8 images, (B, C, H, W)
                generator: torch.Generator,  # random source on x's device
                mean: tuple,        # per-channel mean, [0, 1] units
                std: tuple,         # per-channel std, [0, 1] units
+               sync_free: bool | None = None,  # policy and jitter without host syncs; None: True on CUDA
               ) -> list[Tensor]:   # one (B, C, S, S) float32 view per policy
     "The augmented views of a batch, one per policy of the preset, drawn one after the other."
     if isinstance(preset, str): specs = AUG_PRESETS[check_choice('preset', preset, AUG_PRESETS)]
@@ -754,7 +772,7 @@ def make_views(x: Tensor,          # uint8 images, (B, C, H, W)
     else: raise ValueError(f"preset must be one of {', '.join(map(repr, AUG_PRESETS))} "
                            f"or a tuple of AugSpecs; "
                            f"got {preset!r}")
-    return [augment(x, s, generator, mean, std) for s in specs]
+    return [augment(x, s, generator, mean, std, sync_free) for s in specs]
 
 # %% ../nbs/13_data.ipynb #d7a1c202
 def eval_images(x: Tensor,              # uint8 images, (B, C, H, W)

@@ -857,6 +857,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument('--force', action='store_true',
                    help='re-run results already on disk with the same parameters and code')
     r.add_argument('--quiet', action='store_true', help='no progress bar')
+    r.add_argument('--preflight', action='store_true',
+                   help='plan, check and step every run of the profile, then stop (nothing registered)')
     common(r)
     common(sub.add_parser('report', allow_abbrev=False,
                           help='rebuild report.md and report.html (and missing notebook pages) from disk'))
@@ -886,6 +888,9 @@ def main(argv: list | None = None) -> int:
             with lock_out(out, 'report'): paths = write_reports(out, args.nbs)
             for p in paths: print(p)
             return 0
+        if args.preflight:
+            from cosine_pitfalls.preflight import cli as preflight_cli
+            return preflight_cli(args.profile, args.only, args.section, args.param, args.nbs)
         code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
                          not args.quiet)
         print(Path(args.out)/'report.md'); print(Path(args.out)/'report.html')
