@@ -69,9 +69,9 @@ class TrainConfig(MethodConfig):
     data_path: str | None = None       # 'imagefolder': the folder with train/ and val/
     download: bool = False             # let torchvision download into data_root (needs the internet)
     image_size: int | None = None      # side of the images; None: the dataset's default (digits: 16)
-    channels: int | None = None        # 1 or 3; None: 1 for digits on small_cnn, else 3
+    channels: int | None = None        # 1 or 3; None: 1 for digits on small_cnn / resnet_small, else 3
     backbone: str = 'small_cnn'        # one of models.BACKBONES
-    width: int = 32                    # small_cnn's channels
+    width: int = 32                    # out_dim of small_cnn / resnet_small (ResNet-18/50: leave at 32)
     augment: str = 'auto'              # a data.AUG_PRESETS key; 'auto': digits / byol (byol, dino) / simclr
     epochs: int = 30                   # passes over the training set
     steps_per_epoch: int = 0           # 0: the whole training set (drop_last); else at most this many steps
@@ -148,9 +148,12 @@ def check_train_config(c: TrainConfig) -> None:
     if c.batch_size > TRAIN_SIZES.get(c.dataset, c.batch_size):
         raise ValueError(f"batch_size must not exceed the training set of {c.dataset} "
                          f"({TRAIN_SIZES[c.dataset]} images); got {c.batch_size}")
-    if c.backbone != 'small_cnn' and c.width != 32:
-        raise ValueError(f"width sets the channels of 'small_cnn' only; {c.backbone!r} has fixed widths, "
-                         "leave width=32")
+    if c.backbone not in ('small_cnn', 'resnet_small') and c.width != 32:
+        raise ValueError(f"width sets the channels of 'small_cnn' and 'resnet_small' only; {c.backbone!r} has "
+                         "fixed widths, leave width=32")
+    if c.backbone == 'resnet_small' and c.width % 4:
+        raise ValueError(f"width must be a multiple of 4 for 'resnet_small' (stages width/4, width/2, width); "
+                         f"got {c.width}")
     if c.channels not in (None, 1, 3): raise ValueError(f"channels must be 1, 3 or None; got {c.channels!r}")
     for name in ('lr', 'knn_t', 'collapse_std', 'cut_c'): check_positive(name, getattr(c, name))
     for name in ('weight_decay', 'warmup_epochs', 'grad_clip'):
@@ -446,7 +449,8 @@ def subset_classes(data,                 # an ImageData
                                       f"images)")
 
 def _channels(cfg: TrainConfig) -> int:
-    return cfg.channels or (1 if cfg.dataset == 'digits' and cfg.backbone == 'small_cnn' else 3)
+    small = cfg.backbone in ('small_cnn', 'resnet_small')
+    return cfg.channels or (1 if cfg.dataset == 'digits' and small else 3)
 
 def _damaged(f: Path, what: str) -> ValueError:
     return ValueError(f"{f}: damaged ({what}); delete it or give a fresh --out")
