@@ -42,8 +42,8 @@ def _pair_terms(z1: Tensor, z2: Tensor,  # (n, d) each, the two views' embedding
     s = zn1 @ zn2.T; off = ~torch.eye(len(s), dtype=torch.bool, device=s.device)
     neg = s[off]                                                          # (n (n - 1),) cross-view, i != j
     align = (zn1 - zn2).norm(dim=-1).pow(alpha)                           # (n,)
-    i, j = torch.triu_indices(len(s), len(s), 1, device=s.device)         # pairs i < j within a view
-    sq = torch.cat([(2 - 2 * (zn @ zn.T)[i, j]).clamp_min(0) for zn in (zn1, zn2)])   # (n (n - 1),)
+    # pairs i != j within each view: each unordered pair twice, which leaves the mean as over i < j
+    sq = torch.cat([(2 - 2 * (zn @ zn.T)[off]).clamp_min(0) for zn in (zn1, zn2)])   # (2 n (n - 1),)
     return dict(pos=pos, neg=neg, align=align, unif=torch.exp(-t * sq))
 
 # %% ../nbs/18_diagnostics.ipynb #46bd2477
@@ -118,10 +118,11 @@ class CollapseMonitor:
         self._fill[key] = min(size, self._fill[key] + len(x))
 
 # %% ../nbs/18_diagnostics.ipynb #37feb9f3
-def _monitor_update(self, z1: Tensor,             # (n, d) embeddings of the first views (any mode, any dtype)
-            z2: Tensor,                   # (n, d) embeddings of the second views, row i the same image
-            r: Tensor | None = None,      # (m, D) backbone features (e.g. of one or both views), or None
-           ) -> None:
+def _monitor_update(self,
+                    z1: Tensor,               # (n, d) embeddings of the first views (any mode, any dtype)
+                    z2: Tensor,               # (n, d) embeddings of the second views, row i the same image
+                    r: Tensor | None = None,  # (m, D) backbone features (e.g. of one or both views), or None
+                   ) -> None:
     "Add one batch: tensor operations on its device only, no host synchronization."
     _check_pair(z1, z2)
     if r is not None and not (isinstance(r, Tensor) and r.is_floating_point() and r.dim() == 2 and len(r)):
@@ -270,13 +271,14 @@ class CollapseMonitorCallback:
 # %% ../nbs/18_diagnostics.ipynb #036e3537
 def _cb_on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
     "Add the batch's embeddings to the monitor; read out every `every_n_steps` batches."
+    if outputs is None: return                                  # training_step skipped the batch
     k1, k2, kr = self.keys
     if not isinstance(outputs, dict) or k1 not in outputs or k2 not in outputs:
         got = sorted(outputs) if isinstance(outputs, dict) else type(outputs).__name__
         raise ValueError(f"CollapseMonitorCallback reads training_step's output: return a dict with 'loss', "
                          f"{k1!r} and {k2!r} (optionally {kr!r}); got {got}")
     self.monitor.update(outputs[k1], outputs[k2], outputs.get(kr) if kr else None)
-    self._batches += 1
+    self._batches += 1                                          # batches fed, over all epochs
     if self.every_n_steps and self._batches % self.every_n_steps == 0: self._read_out(trainer)
 
 def _cb_on_train_epoch_end(self, trainer, pl_module) -> None:

@@ -79,3 +79,11 @@ def test_callback_per_epoch_and_renamed_keys(tmp_path):
 def test_callback_says_what_training_step_must_return(tmp_path):
     with pytest.raises(ValueError, match="return a dict with 'loss', 'z1' and 'z2'"):
         fit(Tiny('tensor'), CollapseMonitorCallback(), tmp_path, epochs=1)
+
+
+def test_the_monitor_imports_neither_lightning_nor_torchvision():
+    import subprocess, sys
+    code = ("import sys, cosine_pitfalls.diagnostics; "
+            "print(sorted(m for m in ('lightning', 'pytorch_lightning', 'torchvision') if m in sys.modules))")
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == '[]', out.stdout + out.stderr
