@@ -15,8 +15,37 @@ from .evaluation import linear_probe
 from .train import encode, load_model
 
 # %% auto #0
-__all__ = ['PROFILES', 'COLLAPSE', 'directclr_settings', 'judge_order', 'setting_table', 'bar_panel', 'subvector_probe',
-           'spectrum_panel', 'collapsed']
+__all__ = ['PROFILES', 'COLLAPSE', 'directclr_plan', 'check_params', 'directclr_settings', 'judge_order', 'setting_table',
+           'bar_panel', 'subvector_probe', 'spectrum_panel', 'collapsed']
+
+# %% ../nbs/04_directclr.ipynb #9499388b
+def directclr_plan(params: dict,   # the notebook's parameters
+                   train_dir: str | Path,  # where the runs go (nothing is written here)
+                  ) -> tuple:      # representation width d, settings, seeds, the shared config, the runs
+    "Section 4's settings and every run's validated `TrainConfig` (`train.sweep_configs`), before any training."
+    from cosine_pitfalls.core import check_choice, parse_numbers
+    from cosine_pitfalls.train import TrainConfig, sweep_configs
+    p = params
+    check_choice('backbone', p['backbone'], ('small_cnn', 'resnet18', 'resnet50'))
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000: raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    rep = {'small_cnn': p['width'], 'resnet18': 512, 'resnet50': 2048}[p['backbone']]   # the width d
+    settings = directclr_settings(p['d0'], parse_numbers(p['d0_sweep'], 'd0_sweep', int), rep)
+    seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
+                       data_path=p['data_path'] or None, image_size=p['image_size'], channels=p['channels'],
+                       backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
+                       steps_per_epoch=p['steps_per_epoch'], batch_size=p['batch_size'], optimizer=p['optimizer'],
+                       lr=p['lr'], weight_decay=p['weight_decay'], head_width=p['head_width'],
+                       head_out=p['head_out'], linear_probe=True, probe_epochs=p['probe_epochs'], eval_every=0,
+                       show_progress=False)
+    return rep, settings, seeds, base, sweep_configs(base, {}, seeds, train_dir, settings=settings)
+
+def check_params(params: dict) -> None:
+    "Check section 4's parameter values as its notebook would (every run's config), training nothing."
+    # whether the ImageFolder is there is the data's check (the notebook loads it before training), not a value's
+    directclr_plan(dict(params, data_path=params['data_path'] or 'DATA_PATH'), 'unused')
+
 
 # %% ../nbs/04_directclr.ipynb #04a00008
 PROFILES = {
