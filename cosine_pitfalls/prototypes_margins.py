@@ -22,9 +22,50 @@ from .train import TrainConfig, encode, load_model, subset_classes, sweep_config
 # %% auto #0
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
            'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
-           'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
-           'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best',
-           'ms_status', 'status_panel', 'transfer_probe']
+           'check_params', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants',
+           'imagenet_runs', 'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status',
+           'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
+
+# %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    """Check the values 05b's runs share: its choices and grids, then the config every run starts from at each
+    batch size (one ValueError naming the first bad value); what depends on the data is checked where the data
+    are loaded."""
+    from cosine_pitfalls.core import parse_numbers
+    from cosine_pitfalls.data import AUG_PRESETS
+    from cosine_pitfalls.train import TrainConfig
+    p = params
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000:
+            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    check_choice('clop_optimizer', p['clop_optimizer'], ('sgd', 'lars'))
+    check_choice('clop_reading', p['clop_reading'], ('mean', 'literal'))
+    for name in ('clop_augment', 'margins_augment'): check_choice(name, p[name], ('auto', *AUG_PRESETS))
+    if not 0 < p['label_frac'] < 1:
+        raise ValueError(f"label_frac must lie in (0, 1), a semi-supervised share; got {p['label_frac']}")
+    for name in ('dataset_c100', 'dataset_stl', 'dataset_tin'):
+        if p[name]: check_choice(name, p[name], DATASETS)
+    for name in ('clop_lrs', 'lambdas', 'alphas', 's_values', 's_values_bs', 'c_values', 's_fig6',
+                 'ratio_m1s'): parse_numbers(p[name], name)
+    # whether the ImageFolder is there is the data's check, made where the notebook loads it
+    path = (p['data_path'] or 'DATA_PATH') if p['dataset'] == 'imagefolder' else None
+    batches = {'clop_lr_batch': [p['clop_lr_batch']], 'm_batch': [p['m_batch']],
+               'clop_batch_sizes': parse_numbers(p['clop_batch_sizes'], 'clop_batch_sizes', int),
+               's_batch_sizes': parse_numbers(p['s_batch_sizes'], 's_batch_sizes', int)}
+    for name, bs in batches.items():
+        for b in bs:
+            try:
+                TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
+                            backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
+                            steps_per_epoch=p['steps_per_epoch'], batch_size=b, optimizer=p['clop_optimizer'],
+                            lr=p['clop_lr'], weight_decay=p['clop_wd'], head_width=p['head_width'],
+                            head_out=p['head_out'], momentum=0.9, eval_every=0, linear_probe=True,
+                            probe_epochs=p['probe_epochs'], show_progress=False,
+                            image_size=p['image_size'] or None, data_path=path)
+            except ValueError as e:
+                raise ValueError(f'{name}: {e}' if 'batch_size' in str(e) else e) from None
+
 
 # %% ../nbs/05b_prototypes_margins.ipynb #ba03fa26
 _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',

@@ -356,12 +356,15 @@ def load_model(run_dir: str | Path,          # a run's folder (train's out_dir),
     run_dir = Path(run_dir)
     if not (run_dir/CONFIG).exists() or not (run_dir/CHECKPOINT).exists():
         raise ValueError(f"run_dir: {str(run_dir)!r} holds no finished run (needs {CONFIG} and {CHECKPOINT})")
-    kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); kw.pop('run_id', None)
-    kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
-    cfg = TrainConfig(**kw)
-    st = read_checkpoint(run_dir/CHECKPOINT)
-    if st.get('run_id') != cfg.run_id():
-        raise ValueError(f"run_dir: {str(run_dir)!r} mixes two runs: {CONFIG} is run {cfg.run_id()}, "
+    try:
+        kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); rid = kw.pop('run_id')
+        kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
+        cfg = TrainConfig(**kw)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{run_dir/CONFIG}: not a run config of this trainer ({type(e).__name__}: {e})") from None
+    st = read_checkpoint(run_dir/CHECKPOINT)        # weights_only: nothing in it runs
+    if st.get('run_id') != rid:                     # checked before the weights are used
+        raise ValueError(f"run_dir: {str(run_dir)!r} mixes two runs: {CONFIG} is run {rid}, "
                          f"{CHECKPOINT} run {st.get('run_id')}")
     model = build_model(cfg, **st['meta']).to(device)
     model.load_state_dict(st['model'])
