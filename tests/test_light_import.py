@@ -1,0 +1,45 @@
+"""A light import: the library's loss, mechanism and evaluation modules (and the collapse monitor) load in a
+fresh interpreter without pandas, xarray, papermill, matplotlib or torchvision; models and methods load without
+torchvision, which comes in only when a ResNet is built. `benchmarks/import_time.py` times these imports."""
+import importlib.util, json, os, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+import cosine_pitfalls
+
+HEAVY = ('pandas', 'xarray', 'papermill', 'matplotlib', 'torchvision')
+LIGHT = ('losses', 'mechanisms', 'similarity_losses', 'evaluation', 'diagnostics', 'utils')
+SRC = str(Path(cosine_pitfalls.__file__).parent.parent)   # the package these tests import, not another install
+
+
+def loaded_after(code: str) -> list[list[str]]:
+    """Run `code` in a fresh interpreter outside the repository: the heavy modules in sys.modules at each
+    `heavy()` call of `code`, and at its end."""
+    probe = (f'import json, sys\ndef heavy(): print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n'
+             f'{code}\nheavy()')
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONSTARTUP'}
+    env['PYTHONPATH'] = SRC
+    r = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, cwd='/', env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(l) for l in r.stdout.strip().splitlines() if l.startswith('[')]
+
+
+@pytest.mark.parametrize('name', LIGHT)
+def test_light_module_imports_nothing_heavy(name):
+    if importlib.util.find_spec(f'cosine_pitfalls.{name}') is None: pytest.skip(f'no module {name} here')
+    assert loaded_after(f'import cosine_pitfalls.{name}') == [[]]
+
+
+def test_torchvision_only_when_a_resnet_is_built():
+    "methods (and models, which it imports) load without torchvision; building a ResNet loads it."
+    at_import, after_build = loaded_after(
+        "import cosine_pitfalls.methods\nheavy()\nfrom cosine_pitfalls.models import make_backbone\n"
+        "make_backbone('resnet18')")
+    assert 'torchvision' not in at_import
+    assert 'torchvision' in after_build          # the probe sees torchvision once it is really used
+
+
+def test_probe_sees_a_heavy_import():
+    "The check can fail: importing the companion's core loads pandas and xarray."
+    assert {'pandas', 'xarray'} <= set(loaded_after('import cosine_pitfalls.core')[0])
