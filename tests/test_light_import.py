@@ -43,3 +43,38 @@ def test_torchvision_only_when_a_resnet_is_built():
 def test_probe_sees_a_heavy_import():
     "The check can fail: importing the companion's core loads pandas and xarray."
     assert {'pandas', 'xarray'} <= set(loaded_after('import cosine_pitfalls.core')[0])
+
+
+EXTRAS = ('torchvision', 'PIL', 'xarray', 'pandas', 'h5netcdf', 'h5py', 'sklearn', 'scipy', 'tqdm', 'matplotlib',
+          'seaborn', 'papermill', 'IPython', 'ipywidgets', 'nbformat', 'nbconvert', 'tabulate', 'fastcore',
+          'lightning', 'pytorch_lightning')
+BLOCK = f'''import sys
+class NotInstalled:   # the packages of the extras behave as if absent: a plain `pip install` without extras
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {EXTRAS!r}: raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, NotInstalled())
+'''
+
+
+def test_library_works_without_the_extras():
+    "With only torch and numpy, the library's modules import and a small model trains one SSL step."
+    code = BLOCK + '''
+import torch
+from cosine_pitfalls import utils, losses, similarity_losses, mechanisms, evaluation, models, methods
+from cosine_pitfalls.methods import MethodConfig, SSLMethod
+from cosine_pitfalls.models import make_backbone
+for method in ('simclr', 'byol'):
+    m = SSLMethod(MethodConfig(method=method), make_backbone('small_cnn', in_channels=1, width=8))
+    out = m([torch.randn(16, 1, 16, 16), torch.randn(16, 1, 16, 16)])
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+'''
+    assert loaded_after(code) == [[]]
+
+
+def test_blocking_works():
+    "The blocker really hides the extras: building a ResNet then fails, naming torchvision."
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONSTARTUP'}; env['PYTHONPATH'] = SRC
+    code = BLOCK + "from cosine_pitfalls.models import make_backbone\nmake_backbone('resnet18')"
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', env=env, timeout=300)
+    assert r.returncode != 0 and "No module named 'torchvision" in r.stderr
