@@ -3,7 +3,8 @@
 The wheel test builds the sdist and, from it, the wheel (`python -m build --no-isolation`: offline, and the
 sdist proves MANIFEST.in carries what setup.py needs), installs the wheel with `pip --python ... --no-index
 --no-deps` into a fresh venv made without pip, and runs it from a folder outside the repository with PYTHONPATH
-unset: the README's library examples, then `cosine-pitfalls reproduce --only clop.thm1 --out DIR`.
+unset: the README's library examples, then `cosine-pitfalls reproduce --only clop.thm1 --out DIR` with the
+packages only the `dev` extra brings (nbdev, pytest, lightly, lightning, ...) hidden, as `repro` would install it.
 The dependencies are not downloaded again: a `.pth` file puts this interpreter's site-packages on the venv's
 path, after the venv's own. A `.pth` line adds a folder without running the `.pth` files in it, so the editable
 install of the checkout (an import hook started by such a file) stays off, and the venv's site-packages comes
@@ -27,6 +28,17 @@ PAPERS = ('The Hidden Pitfalls of the Cosine Similarity Loss',
 # README blocks that need an extra or the companion are not part of the library example
 NOT_LIBRARY = re.compile(r'cosine_pitfalls[.\w]*\.(train|data|core|paper|runner|gradients|toy|clop_synthetic|'
                          r'directclr|embedding_norms|prototypes_margins)\b')
+
+
+# the dev extra's own packages, hidden from the reproduction: the `repro` extra must be enough
+DEV_ONLY = 'nbdev execnb ghapi pytest selenium lightly build lightning pytorch_lightning'
+HIDE = """import os, sys
+class _Hidden:   # packages named in $HIDE_PACKAGES behave as if not installed
+    names = set(os.environ.get('HIDE_PACKAGES', '').split())
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in self.names: raise ModuleNotFoundError(f'No module named {name!r}', name=name)
+if _Hidden.names: sys.meta_path.insert(0, _Hidden())
+"""
 
 
 def test_license_is_apache2():
@@ -76,6 +88,7 @@ def venv(tmp_path_factory):
          '--no-deps', whl], env=clean)
     site, = (d/'venv'/'lib').glob('python3*/site-packages')   # then the dependencies, after the install
     (site/'_deps_of_the_test_env.pth').write_text(sysconfig.get_paths()['purelib'] + '\n')
+    (site/'sitecustomize.py').write_text(HIDE)   # started by every interpreter of the venv, kernels included
     env = {'PATH': f"{d/'venv'/'bin'}:/usr/bin:/bin", 'HOME': os.environ.get('HOME', str(d)),
            'JUPYTER_PATH': str(Path(sys.prefix)/'share'/'jupyter'), 'MPLBACKEND': 'Agg', 'OMP_NUM_THREADS': '1'}
     work = d/'elsewhere'; work.mkdir()
@@ -101,7 +114,13 @@ def test_wheel_runs_the_readme_library_examples(venv):
 def test_wheel_reproduces_one_id_outside_the_repository(venv):
     v, env, work = venv
     out = work/'out'
-    run([v/'bin'/'cosine-pitfalls', 'reproduce', '--only', 'clop.thm1', '--out', out, '--quiet'], env=env, cwd=work)
+    hidden = dict(env, HIDE_PACKAGES=DEV_ONLY)
+    check = ('import importlib\ndef present(m):\n    try: importlib.import_module(m); return True\n'
+             '    except ModuleNotFoundError: return False\n'
+             f'print([m for m in {DEV_ONLY!r}.split() if present(m)])')
+    assert run([v/'bin'/'python', '-c', check], env=hidden, cwd=work).stdout.strip() == '[]'
+    run([v/'bin'/'cosine-pitfalls', 'reproduce', '--only', 'clop.thm1', '--out', out, '--quiet'], env=hidden,
+        cwd=work)
     res = json.loads((out/'results'/'clop.thm1.json').read_text())
     assert res['version'] == VERSION and res['git_sha'] == 'unknown'     # ran from the wheel, not a checkout
     assert res['verdict'] in ('agree', 'corrected', 'differ', 'inconclusive', 'rebuilt')
