@@ -49,10 +49,14 @@ EXTRAS = ('torchvision', 'PIL', 'xarray', 'pandas', 'h5netcdf', 'h5py', 'sklearn
           'seaborn', 'papermill', 'IPython', 'ipywidgets', 'nbformat', 'nbconvert', 'tabulate', 'fastcore',
           'lightning', 'pytorch_lightning')
 BLOCK = f'''import sys
-class NotInstalled:   # the packages of the extras behave as if absent: a plain `pip install` without extras
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {EXTRAS!r}: raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-sys.meta_path.insert(0, NotInstalled())
+from importlib.machinery import PathFinder
+class NotInstalled(PathFinder):   # the extras' packages behave as if absent: `pip install` without extras
+    hidden = set({EXTRAS!r})
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name.split('.')[0] in cls.hidden: return None     # as for a package that is not installed
+        return super().find_spec(name, path, target)
+sys.meta_path[:] = [NotInstalled if f is PathFinder else f for f in sys.meta_path]
 '''
 
 
@@ -78,3 +82,19 @@ def test_blocking_works():
     code = BLOCK + "from cosine_pitfalls.models import make_backbone\nmake_backbone('resnet18')"
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', env=env, timeout=300)
     assert r.returncode != 0 and "No module named 'torchvision" in r.stderr
+
+
+REPRO_ONLY = ('papermill', 'matplotlib', 'seaborn', 'tabulate', 'nbformat', 'nbconvert', 'jupyterlab', 'fastcore',
+              'IPython', 'ipykernel', 'ipywidgets', 'nbdev', 'lightly', 'lightning', 'pytorch_lightning')
+
+
+def test_trainer_works_with_the_train_extra():
+    "With the `train` extra but not the companion's packages, the trainer imports and loads a dataset."
+    code = BLOCK.replace(repr(EXTRAS), repr(REPRO_ONLY)) + '''
+import cosine_pitfalls.train
+from cosine_pitfalls.data import load_dataset
+from cosine_pitfalls.models import make_backbone
+d = load_dataset('digits')
+assert make_backbone('resnet18').out_dim == 512
+'''
+    assert loaded_after(code)[-1] == ['pandas', 'xarray', 'torchvision']

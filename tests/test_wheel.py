@@ -33,11 +33,13 @@ NOT_LIBRARY = re.compile(r'cosine_pitfalls[.\w]*\.(train|data|core|paper|runner|
 # the dev extra's own packages, hidden from the reproduction: the `repro` extra must be enough
 DEV_ONLY = 'nbdev execnb ghapi pytest selenium lightly build lightning pytorch_lightning'
 HIDE = """import os, sys
-class _Hidden:   # packages named in $HIDE_PACKAGES behave as if not installed
+from importlib.machinery import PathFinder
+class _Hidden(PathFinder):   # packages named in $HIDE_PACKAGES behave as if not installed
     names = set(os.environ.get('HIDE_PACKAGES', '').split())
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in self.names: raise ModuleNotFoundError(f'No module named {name!r}', name=name)
-if _Hidden.names: sys.meta_path.insert(0, _Hidden())
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        return None if name.split('.')[0] in cls.names else super().find_spec(name, path, target)
+if _Hidden.names: sys.meta_path[:] = [_Hidden if f is PathFinder else f for f in sys.meta_path]
 """
 
 
