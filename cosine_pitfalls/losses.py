@@ -189,6 +189,10 @@ def barlow_twins(z1: Tensor,            # first view, (*b, n, d)
                 ) -> Tensor:            # (*b,)
     "Barlow Twins loss (Zbontar et al. 2021): cross-correlation of the standardized views pushed to the identity."
     check_views(z1, z2); check_positive('lambd', lambd, strict=False); check_positive('eps', eps)
+    return _barlow_twins(z1, z2, lambd, eps)
+
+def _barlow_twins(z1: Tensor, z2: Tensor, lambd: float, eps: float) -> Tensor:
+    "`barlow_twins` without the checks (the module checks its constants once, when made)."
     n = z1.shape[-2]
     c = _standardize(z1, eps).transpose(-1, -2) @ _standardize(z2, eps) / n   # (*b, d, d)
     diag = torch.diagonal(c, dim1=-2, dim2=-1)                                 # (*b, d)
@@ -209,7 +213,7 @@ class BarlowTwins(nn.Module):
     @fp32_loss
     def forward(self, z0: Tensor, z1: Tensor, labels: Tensor | None = None) -> Tensor:   # labels: ignored
         if self.gather: z0, z1 = gather_with_grad(z0), gather_with_grad(z1)
-        return barlow_twins(z0, z1, self.lambd, self.eps)
+        return _barlow_twins(z0, z1, self.lambd, self.eps)
     def extra_repr(self) -> str: return f'lambd={self.lambd}'
 
 # %% ../nbs/10_losses.ipynb #730d3762
@@ -225,6 +229,10 @@ def vicreg(z1: Tensor,                 # first view, (*b, n, d)
     for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)):
         check_positive(name, v, strict=False)
     check_positive('eps', eps)
+    return _vicreg(z1, z2, sim_coeff, std_coeff, cov_coeff, eps)
+
+def _vicreg(z1: Tensor, z2: Tensor, sim_coeff: float, std_coeff: float, cov_coeff: float, eps: float) -> Tensor:
+    "`vicreg` without the checks (the module checks its constants once, when made)."
     n, d = z1.shape[-2:]
     inv = ((z1 - z2) ** 2).mean((-2, -1))                                      # (*b,)
     std_term, cov_term = 0.0, 0.0
@@ -254,7 +262,7 @@ class VICReg(nn.Module):
     @fp32_loss
     def forward(self, z0: Tensor, z1: Tensor, labels: Tensor | None = None) -> Tensor:   # labels: ignored
         if self.gather: z0, z1 = gather_with_grad(z0), gather_with_grad(z1)
-        return vicreg(z0, z1, self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps)
+        return _vicreg(z0, z1, self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps)
     def extra_repr(self) -> str:
         return f'sim_coeff={self.sim_coeff}, std_coeff={self.std_coeff}, cov_coeff={self.cov_coeff}'
 

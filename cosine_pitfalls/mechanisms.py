@@ -95,6 +95,10 @@ def curvature_weight(x: Tensor,  # θ/π in [0, 1], any shape
                     ) -> Tensor: # same shape, in [0, 1]
     "margins Eq. 10, the positive-gradient curve γ(x, c) = |(1 − x^c)^{1/c}|."
     check_positive('c', c)
+    return _curvature(x, c)
+
+def _curvature(x: Tensor, c: float) -> Tensor:
+    "`curvature_weight` without the check (`GradScale` checked `c` when made)."
     return (1 - x.clamp(0, 1) ** c).clamp_min(0) ** (1 / c)
 
 def _angle(cos: Tensor, eps: float = 0.0) -> Tensor:
@@ -121,7 +125,7 @@ def _grad_weights(cos: Tensor, p: Tensor, tau: float, spec: GradScale) -> Tensor
         new = _shift(cos, p, spec.ratio_m1) / tau                    # (..., K)
         w = torch.exp(torch.logsumexp(logits, -1, keepdim=True) - torch.logsumexp(new, -1, keepdim=True))
     elif spec.curvature is None: w = spec.pos_scale                  # Alg. 3 / Eq. 8
-    else: w = spec.pos_scale * curvature_weight(_angle(cos) / math.pi, spec.curvature)   # Eq. 11
+    else: w = spec.pos_scale * _curvature(_angle(cos) / math.pi, spec.curvature)         # Eq. 11
     return (1 - p) + p * w
 
 # %% ../nbs/15_mechanisms.ipynb #15a00011
@@ -166,7 +170,8 @@ def margin_logits(cos: Tensor,          # (..., K) cosine similarities of each a
                   validate: bool = True,  # check the values (host syncs); False inside a compiled / GPU step
                  ) -> Tensor:           # (..., K) logits; Algs. 3–6 return cos/τ exactly, only gradients move
     "Logits of margins App. E: Alg. 1 (cos/τ), Alg. 2 (margins, Eq. 4), or a gradient scaling (Algs. 3–6)."
-    p = _check_targets('cos', cos, p, validate); check_positive('tau', tau)
+    p = _check_targets('cos', cos, p, validate)
+    if validate: check_positive('tau', tau)     # scalar checks too: none in a compiled step
     if spec is not None and not isinstance(spec, GradScale):
         raise ValueError(f"spec must be a GradScale or None; got {type(spec).__name__}")
     if validate and bool((cos.abs() > 1 + 1e-4).any()):
