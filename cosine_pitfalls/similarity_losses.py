@@ -204,14 +204,15 @@ class VRNSLoss(nn.Module):
     def extra_repr(self) -> str: return f'n_total={self.n_total}'
 
 class WithVRNS(nn.Module):
-    """A two-view loss plus `weight` times `L_VRNS` (lee §5): `base(u, v) + λ L_VRNS(u, v)`; `(u, v, labels=None)`,
-    the labels passed on to a base that takes them (`losses.WithCLOP`), so the wrappers compose in any order."""
-    def __init__(self, base: nn.Module,    # a two-view loss, e.g. InfoSymLoss(), losses.InfoNCE(), WithCLOP(...)
+    """A two-view loss plus `weight` times `L_VRNS` (lee §5): `base(u, v) + λ L_VRNS(u, v)`; takes
+    `(u, v, labels=None)`, passing labels on to a base that takes them: wrappers compose in any order."""
+    def __init__(self, base: nn.Module,    # a two-view loss: InfoSymLoss(), losses.InfoNCE(), WithCLOP(...)
                  n_total: int,             # training-set size n in Def. 5.7
                  weight: float = 1.0,      # λ >= 0
                 ):
         super().__init__()
-        if not callable(base): raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
+        if not callable(base):
+            raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
         self.base, self.vrns, self.weight = (base, VRNSLoss(n_total),
                                              check_positive('weight', weight, strict=False))
         self.base_labels = accepts_labels(base)
