@@ -45,9 +45,16 @@ ENGINE_MODULES = ('core', 'data', 'models', 'losses', 'similarity_losses', 'mech
 def engine_hash() -> str:
     "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
     import hashlib
-    h, pkg = hashlib.sha256(), Path(importlib.import_module('cosine_pitfalls').__file__).parent
-    for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
-    return h.hexdigest()[:12]
+    pkg = Path(importlib.import_module('cosine_pitfalls').__file__).parent
+    files = [pkg/f'{m}.py' for m in ENGINE_MODULES]
+    stamp = tuple((f.stat().st_mtime_ns, f.stat().st_size) for f in files)   # re-read only when a file changed
+    if _ENGINE_HASH.get('stamp') != stamp:
+        h = hashlib.sha256()
+        for f in files: h.update(f.read_bytes())
+        _ENGINE_HASH.update(stamp=stamp, hash=h.hexdigest()[:12])
+    return _ENGINE_HASH['hash']
+
+_ENGINE_HASH: dict = {}   # the last hash and the files' (mtime, size) it was computed from
 
 def _int(name: str, v, lo: int, none: bool = False) -> None:
     if v is None and none: return
@@ -477,7 +484,7 @@ def check_data(cfg: TrainConfig, num_classes: int, n_train: int, world: int = 1)
         raise ValueError(f"batch_size x processes ({cfg.batch_size * world}) must not exceed the training set "
                          f"({n_train} images of {cfg.dataset})")
     if cfg.clop_weight > 0:
-        rep = cfg.width if cfg.backbone == 'small_cnn' else make_backbone(cfg.backbone).out_dim
+        with torch.device('meta'): rep = make_backbone(cfg.backbone, _channels(cfg), cfg.width).out_dim
         d, kind = embedding_width(cfg, rep), cfg.clop_prototypes
         if (kind == 'orthonormal' and num_classes > d) or (kind == 'etf' and num_classes > d + 1):
             raise ValueError(f"head_out: CLOP's {kind} prototypes need num_classes <= "
