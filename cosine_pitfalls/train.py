@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 
 from .core import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
                                   params_hash)
-from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
+from .data import (AUG_PRESETS, DATASETS, DEFAULT_SIZES, eval_images, labelled_mask, load_dataset,
+                                  make_views)
 from .evaluation import covariance_spectrum, effective_rank, knn_topk, linear_probe
 from .mechanisms import dist_info
 from .methods import CONTRASTIVE, MethodConfig, SSLMethod, make_heads
@@ -402,7 +403,8 @@ def _init_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device, bool]:
 def build_model(cfg: TrainConfig, num_classes: int, n_total: int, channels: int) -> SSLMethod:
     "Backbone + method, seeded; cut-initialization applied once, to the online network, and copied to the target."
     torch.manual_seed(derive_seed(cfg.seed, 'init'))
-    backbone = make_backbone(cfg.backbone, in_channels=channels, width=cfg.width)
+    side = cfg.image_size or DEFAULT_SIZES[cfg.dataset]   # the stored side (ResNets: ImageNet stem from 96 px)
+    backbone = make_backbone(cfg.backbone, in_channels=channels, width=cfg.width, image_size=side)
     model = SSLMethod(cfg, backbone, num_classes, n_total,
                       torch.Generator().manual_seed(derive_seed(cfg.seed, 'method')))
     if cfg.cut_c != 1:
