@@ -20,8 +20,8 @@ from .losses import SIMILARITIES
 from .train import TrainConfig, encode, load_model, subset_classes, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
-           'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
+__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT',
+           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
            'check_params', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants',
            'imagenet_runs', 'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status',
            'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
@@ -102,6 +102,7 @@ MARGINS_HP = {   # margins Tables 5-8: (m1, m2), s, (s, c), the ratio's m1; BYOL
 }
 IMAGENET_HP = {'moco_v3': (10.0, 1.5), 'simclr': (2.0, 1.0)}   # margins App. C.2: (s, c) of Table 4
 CLOP_TAU = {'C-100': 0.2, 'TIN': 0.1}   # τ of SupCon and InfoNCE in CLOP's public code (model.py), by dataset
+CLOP_TIN_OUT = 256   # CLOP's embedding width on Tiny-ImageNet: its 200 orthonormal prototypes need >= 200 (§4)
 T3_JUDGED = (('moco_v3', 'base'), ('moco_v3', 'pos'), ('moco_v3', 'ratio'),   # margins Table 3's compared rows
              ('simclr', 'base'), ('simclr', 'ratio'))
 MARGIN_METHODS = ('moco_v3', 'simclr')   # Tables 1-3, Figs. 3, 5, 7 (BYOL, without negatives: Tables 2-3)
@@ -164,9 +165,11 @@ def clop_settings(ids: list,      # the result IDs asked for
     rows, want = {}, lambda g: any(g in ID_GROUPS[i] for i in ids)
     def add(group, d, meta, **over):
         meta = dict(group=group, dataset=d, **meta)
-        tau = CLOP_TAU['TIN' if d == roles['TIN'] != roles['C-100'] else 'C-100']   # the digits take CIFAR-100's
+        tin = d == roles['TIN'] != roles['C-100']
+        tau = CLOP_TAU['TIN' if tin else 'C-100']   # the digits take CIFAR-100's
         base = dict(dataset=d, optimizer=P['optimizer'], lr=P['lr'], weight_decay=P['wd'], probe_labels='known',
-                    augment=P['augment'](d), batch_size=P['lr_batch'], temperature=tau)
+                    augment=P['augment'](d), batch_size=P['lr_batch'], temperature=tau,
+                    **(dict(head_out=CLOP_TIN_OUT) if tin else {}))   # every run of the TIN role: one width
         rows[_name(meta)] = ({**base, **over}, meta)
     def curve(lab, var, lam=None, rd=None):
         return clop_curve(lab, var, P['label_frac'], P['weight'] if lam is None else lam, rd or P['reading'])
@@ -217,7 +220,7 @@ def imagenet_runs(path: str) -> dict:
     recipe = {'moco_v3': dict(lr=0.6, temperature=1.0, augment='byol'), 'simclr': dict(lr=0.3, temperature=0.1)}
     out = {}
     for m, (s, c) in IMAGENET_HP.items():
-        out[(m, 'base')] = {**common, 'method': m, **recipe[m]}
+        out[(m, 'base')] = {**common, **recipe[m]}        # the method is the key's (margins_settings sets it)
         out[(m, 'pos&curv')] = {**out[(m, 'base')], 'pos_scale': s, 'curvature': c}
     return out
 
