@@ -65,7 +65,8 @@ def main(argv=None) -> dict:
                   created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
     md = ['# Import time over torch', '', f'{a.repeats} fresh interpreters per module; seconds after '
           '`import torch`; python ' + platform.python_version() + f', {os.cpu_count()} CPUs.', '',
-          '| module | median (s) | best (s) | torch itself (s) | heavy modules loaded |', '| --- | --- | --- | --- | --- |']
+          '| module | median (s) | best (s) | torch itself (s) | heavy modules loaded |',
+          '| --- | --- | --- | --- | --- |']
     md += [f"| `{r['module']}` | {r['median_s']:.3f} | {r['best_s']:.3f} | {r['torch_median_s']:.2f} | "
            f"{', '.join(r['heavy']) or '—'} |" for r in rows]
     out = Path(a.out)

@@ -72,7 +72,8 @@ def test_torchvision_only_inside_functions(name):
 
 def test_the_checker_sees_a_companion_import(tmp_path, monkeypatch):
     "The parser catches the three spellings of an import of the companion."
-    for src in ('from .core import SectionRun', 'from cosine_pitfalls import runner', 'import cosine_pitfalls.paper'):
+    for src in ('from .core import SectionRun', 'from cosine_pitfalls import runner',
+                'import cosine_pitfalls.paper'):
         (tmp_path/'fake.py').write_text(f'def f():\n    {src}\n')
         monkeypatch.setattr(sys.modules[__name__], 'PKG', tmp_path)
         found = [m for m, _ in imports('fake') if m.split('.')[-1] in COMPANION]

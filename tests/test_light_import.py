@@ -20,7 +20,8 @@ def loaded_after(code: str) -> list[list[str]]:
              f'{code}\nheavy()')
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONSTARTUP'}
     env['PYTHONPATH'] = SRC
-    r = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, cwd='/', env=env, timeout=300)
+    r = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, cwd='/', env=env,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
     return [json.loads(l) for l in r.stdout.strip().splitlines() if l.startswith('[')]
 
@@ -45,9 +46,9 @@ def test_probe_sees_a_heavy_import():
     assert {'pandas', 'xarray'} <= set(loaded_after('import cosine_pitfalls.core')[0])
 
 
-EXTRAS = ('torchvision', 'PIL', 'xarray', 'pandas', 'h5netcdf', 'h5py', 'sklearn', 'scipy', 'tqdm', 'matplotlib',
-          'seaborn', 'papermill', 'IPython', 'ipywidgets', 'nbformat', 'nbconvert', 'tabulate', 'fastcore',
-          'lightning', 'pytorch_lightning')
+EXTRAS = ('torchvision', 'PIL', 'xarray', 'pandas', 'h5netcdf', 'h5py', 'sklearn', 'scipy', 'tqdm',
+          'matplotlib', 'seaborn', 'papermill', 'IPython', 'ipywidgets', 'nbformat', 'nbconvert', 'tabulate',
+          'fastcore', 'lightning', 'pytorch_lightning')
 BLOCK = f'''import sys
 from importlib.machinery import PathFinder
 class NotInstalled(PathFinder):   # the extras' packages behave as if absent: `pip install` without extras
@@ -80,12 +81,14 @@ def test_blocking_works():
     "The blocker really hides the extras: building a ResNet then fails, naming torchvision."
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONSTARTUP'}; env['PYTHONPATH'] = SRC
     code = BLOCK + "from cosine_pitfalls.models import make_backbone\nmake_backbone('resnet18')"
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', env=env, timeout=300)
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', env=env,
+                       timeout=300)
     assert r.returncode != 0 and "No module named 'torchvision" in r.stderr
 
 
-REPRO_ONLY = ('papermill', 'matplotlib', 'seaborn', 'tabulate', 'nbformat', 'nbconvert', 'jupyterlab', 'fastcore',
-              'IPython', 'ipykernel', 'ipywidgets', 'nbdev', 'lightly', 'lightning', 'pytorch_lightning')
+REPRO_ONLY = ('papermill', 'matplotlib', 'seaborn', 'tabulate', 'nbformat', 'nbconvert', 'jupyterlab',
+              'fastcore', 'IPython', 'ipykernel', 'ipywidgets', 'nbdev', 'lightly', 'lightning',
+              'pytorch_lightning')
 
 
 def test_trainer_works_with_the_train_extra():

@@ -4,7 +4,8 @@ The wheel test builds the sdist and, from it, the wheel (`python -m build --no-i
 sdist proves MANIFEST.in carries what setup.py needs), installs the wheel with `pip --python ... --no-index
 --no-deps` into a fresh venv made without pip, and runs it from a folder outside the repository with PYTHONPATH
 unset: the README's library examples, then `cosine-pitfalls reproduce --only clop.thm1 --out DIR` with the
-packages only the `dev` extra brings (nbdev, pytest, lightly, lightning, ...) hidden, as `repro` would install it.
+packages only the `dev` extra brings (nbdev, pytest, lightly, lightning, ...) hidden, as `repro` would install
+it.
 The dependencies are not downloaded again: a `.pth` file puts this interpreter's site-packages on the venv's
 path, after the venv's own. A `.pth` line adds a folder without running the `.pth` files in it, so the editable
 install of the checkout (an import hook started by such a file) stays off, and the venv's site-packages comes
