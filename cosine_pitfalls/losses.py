@@ -62,6 +62,7 @@ def _check_spec(spec) -> GradScale | None:
     return spec
 
 # %% ../nbs/10_losses.ipynb #c7d20619
+@fp32_loss
 def info_nce(z1: Tensor,                # first view, (*b, n, d)
              z2: Tensor,                # second view, (*b, n, d); row i is the positive of z1's row i
              temperature: float = 0.5,  # τ > 0 dividing the cosine similarities
@@ -185,6 +186,7 @@ def _standardize(z: Tensor, eps: float) -> Tensor:
     "Batch-standardize every dimension of `z: (*b, n, d)` like `BatchNorm1d(affine=False)` in training mode."
     return (z - z.mean(-2, keepdim=True)) / torch.sqrt(z.var(-2, unbiased=False, keepdim=True) + eps)
 
+@fp32_loss
 def barlow_twins(z1: Tensor,            # first view, (*b, n, d)
                  z2: Tensor,            # second view, (*b, n, d)
                  lambd: float = 5e-3,   # weight of the off-diagonal (redundancy) term
@@ -220,6 +222,7 @@ class BarlowTwins(nn.Module):
     def extra_repr(self) -> str: return f'lambd={self.lambd}'
 
 # %% ../nbs/10_losses.ipynb #730d3762
+@fp32_loss
 def vicreg(z1: Tensor,                 # first view, (*b, n, d)
            z2: Tensor,                 # second view, (*b, n, d)
            sim_coeff: float = 25.0,    # weight of the invariance (MSE) term
@@ -271,6 +274,7 @@ class VICReg(nn.Module):
         return f'sim_coeff={self.sim_coeff}, std_coeff={self.std_coeff}, cov_coeff={self.cov_coeff}'
 
 # %% ../nbs/10_losses.ipynb #9eaac0b3
+@fp32_loss
 def supcon_loss(z1: Tensor, z2: Tensor,            # the two views' embeddings, (n, d) each
                 labels: Tensor | None = None,      # (n,) class index, −1 where unlabelled; None: all
                 tau: float = 0.1,                  # temperature
@@ -451,6 +455,7 @@ class BYOLLoss(nn.Module):
         return per.mean() if self.views == 'mean' else per.mean(-1).sum()
 
 # %% ../nbs/10_losses.ipynb #d61cfa32
+@fp32_loss
 def dino_loss(student: list[Tensor],  # student outputs of each view, (n, K) each
               teacher: list[Tensor],  # teacher outputs of each view (no gradient), (n, K) each
               center: Tensor,         # (K,) the teacher's running centre
@@ -599,6 +604,7 @@ def prototype_similarity(z: Tensor,           # embeddings, (*b, n, d)
     diff = z - c
     if similarity == 'euclidean': return 1 - torch.sqrt((diff ** 2).sum(-1) + 1e-12)   # smooth at z == c
     return 1 - diff.abs().sum(-1)
+@fp32_loss
 def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               labels: Tensor,       # (*b, n) or (n,): class index, -1 where unlabelled
               prototypes: Tensor,   # (k, d) shared, or (*b, k, d) one set per problem
