@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+import torch.nn.functional as F
 import xarray as xr
 from matplotlib.lines import Line2D
 
@@ -22,13 +24,14 @@ from .train import encode, load_model, subset_classes
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
            'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
            'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
-           'margins_settings', 'settings_5b', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status',
-           'status_panel', 'transfer_probe']
+           'margins_settings', 'settings_5b', 'scaled_ema', 'half_life', 'kfold_probe', 'judge_within', 'judge_status',
+           'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #ba03fa26
 _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
               augments='randaugment,autoaugment,simclr', alphas='0.25,1', s_values='1,2.5,20,160',
-              s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1', probe_epochs=100, n_seeds=3)
+              s_values_simclr='1,1.125,2.5', s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1',
+              probe_epochs=100, n_seeds=3, kfold=5)
 _LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all',
               image_size=0, backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
               clop_optimizer='lars',
@@ -36,9 +39,11 @@ _LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', t
               s_batch_sizes='64,256,1024', c_values='1/3,0.5,0.7,1,1.5,2.5,5', workers=1)
 PROFILES = {
     'smoke': {},
+    # cpu: only the claims its scale can test train (margins Figs. 3 and 5), each run 1,001 steps
     'cpu': dict(_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128,
-                head_out=64, epochs=4, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
-                m_batch=128, s_batch_sizes='32,128,512', c_values='1/3,0.7,1,2.5,5', workers=2),
+                head_out=64, epochs=91, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
+                m_batch=128, s_batch_sizes='32,128,512', s_values='1,20', s_values_simclr='1,2.5',
+                c_values='1/3', workers=2, kfold=5, train_ids='margins.fig3,margins.fig5'),
     'gpu': dict(_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5),
     'paper': dict(_GRIDS, **_LARGE, dataset_tin='imagefolder', image_sizes='imagefolder:64', epochs=200,
                   transfer='cifar100>cifar10,cifar10>cifar100,imagefolder>stl10,stl10>imagefolder'),
@@ -196,7 +201,8 @@ def margins_settings(ids: list,   # the result IDs asked for
     cols, d0 = list(dict.fromkeys(r for r in (roles[k] for k in MARGIN_ROLES) if r)), roles['C-10']
     for d in cols:
         for m, var, over in table2_variants(role_of(d)):
-            if want('m_t2'): add('m_t2', d, m, var, **over)
+            for f in (P['lr_factors'] if (m, var) == ('moco_v3', 'base') else [1.0]) if want('m_t2') else []:
+                add('m_t2', d, m, var, dict(lrf=f), **over, lr=P['lr'] * f)   # MoCo's baseline: an lr grid
             if want('m_att') and m != 'byol' and var == 'base':
                 add('m_att', d, m, 'base', dict(att='none', alpha=0.0))
                 for t in ('I', 'II'):
@@ -211,7 +217,9 @@ def margins_settings(ids: list,   # the result IDs asked for
         for (m, var), over in imagenet_runs(P['in1k_path']).items(): add('m_in1k', 'imagenet', m, var, **over)
     no_curv = lambda c: {} if c == math.inf else dict(curvature=c)
     for m in MARGIN_METHODS:
-        for s in P['s_values'] if want('m_s') else []: add('m_s', d0, m, f's={s:g}', dict(s=s), pos_scale=s)
+        for s in (P['s_values'] if m == 'moco_v3' else P['s_values_simclr']) if want('m_s') else []:
+            for f in P['lr_factors'] if (m, s) == ('moco_v3', 1.0) else [1.0]:   # MoCo's baseline: an lr grid
+                add('m_s', d0, m, f's={s:g}', dict(s=s, lrf=f), pos_scale=s, lr=P['lr'] * f)
         for c in [math.inf] + P['c_values'] if want('m_c') else []:
             add('m_c', d0, m, f'c={c:g}', dict(c=c), **no_curv(c))
         for r in [0.0] + P['m1s'] if want('m_ratio') else []:
@@ -234,6 +242,62 @@ def settings_5b(ids: list, clop_roles: dict, margin_roles: dict,  # IDs asked fo
     settings = {n: {**data_kw.get(o['dataset'], {}), **o} for n, (o, _) in rows.items()}
     meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
     return settings, (meta if len(meta) else pd.DataFrame(columns=['group', 'dataset']))
+
+# %% ../nbs/05b_prototypes_margins.ipynb #0a0ffbef
+def scaled_ema(m0: float,         # the paper's base EMA momentum (margins' MoCo v3: 0.99)
+               paper_steps: int,  # T_p, the paper's optimizer steps
+               steps: int,        # T, this run's optimizer steps
+              ) -> float:         # m with 1 − m = (1 − m0)·T_p/T, within [0, m0]
+    "EMA base momentum that keeps the target's half-life the same fraction of training as in the paper."
+    for name, v in (('paper_steps', paper_steps), ('steps', steps)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer; got {v!r}")
+    if not 0 <= m0 < 1: raise ValueError(f"m0 must be a number in [0, 1); got {m0!r}")
+    return float(min(m0, max(0.0, 1 - (1 - m0) * paper_steps / steps)))
+
+def half_life(m: float) -> float:
+    "Steps after which an EMA of momentum m keeps half its weight on the old value (0 for m = 0)."
+    return math.log(0.5) / math.log(m) if m > 0 else 0.0
+
+
+# %% ../nbs/05b_prototypes_margins.ipynb #aa0dccb0
+def kfold_probe(x: torch.Tensor,    # (n, f) frozen features of every image (training and test sets together)
+                y: torch.Tensor,    # (n,) their labels
+                k: int = 5,         # folds, stratified by class
+                epochs: int = 100,  # passes of each fold's probe (evaluation.linear_probe's recipe)
+                lr: float = 1e-2, weight_decay: float = 1e-4, batch_size: int = 1024,
+                seed: int = 0,      # the folds and the shuffling
+               ) -> dict[str, float]:  # 'top1' and 'logloss' (nats) of the out-of-fold predictions
+    "Linear probe cross-validated over every image: each is predicted once, by a probe fit on the other folds."
+    if not isinstance(k, int) or isinstance(k, bool) or k < 2:
+        raise ValueError(f"k must be an integer >= 2; got {k!r}")
+    if x.dim() != 2 or tuple(y.shape) != (len(x),):
+        raise ValueError(f"x must be (n, f) and y (n,); got {tuple(x.shape)} and {tuple(y.shape)}")
+    yc = y.cpu(); counts = torch.bincount(yc); least = int(counts[counts > 0].min())
+    if least < k: raise ValueError(f"k must be <= the smallest class's count ({least}); got {k}")
+    g = torch.Generator().manual_seed(seed)
+    fold = torch.empty(len(yc), dtype=torch.long)
+    for c in torch.unique(yc).tolist():                                     # each class dealt round-robin
+        idx = (yc == c).nonzero().squeeze(1)
+        fold[idx[torch.randperm(len(idx), generator=g)]] = torch.arange(len(idx)) % k
+    fold, y = fold.to(x.device), y.to(x.device)
+    logits = torch.zeros(len(x), int(yc.max()) + 1, device=x.device)      # (n, classes), out of fold
+    for f in range(k):
+        tr = (fold != f).nonzero().squeeze(1)
+        mu, sd = x[tr].float().mean(0), x[tr].float().std(0).clamp_min(1e-6)
+        xs = (x.float() - mu) / sd                                            # (n, f) by this fold's statistics
+        w = torch.zeros(logits.shape[1], x.shape[1], device=x.device, requires_grad=True)
+        b = torch.zeros(logits.shape[1], device=x.device, requires_grad=True)
+        opt = torch.optim.AdamW([w, b], lr=lr, weight_decay=weight_decay)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs * -(-len(tr) // batch_size))
+        for _ in range(epochs):
+            for idx in tr[torch.randperm(len(tr), generator=g).to(x.device)].split(batch_size):
+                loss = F.cross_entropy(xs[idx] @ w.T + b, y[idx])
+                opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+        with torch.no_grad(): logits[fold == f] = xs[fold == f] @ w.T + b
+    return dict(top1=float((logits.argmax(-1) == y).float().mean()),
+                logloss=float(F.cross_entropy(logits, y)))
+
 
 # %% ../nbs/05b_prototypes_margins.ipynb #13f898e5
 CHANCE_MARGIN = 0.01   # "negligible": one point of accuracy (see above)
