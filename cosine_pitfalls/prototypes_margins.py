@@ -4,11 +4,13 @@
 
 # %% ../nbs/05b_prototypes_margins.ipynb #b064eebd
 from __future__ import annotations
-import math
+import dataclasses, math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+import torch.nn.functional as F
 import xarray as xr
 from matplotlib.lines import Line2D
 
@@ -17,60 +19,38 @@ from .data import AUG_PRESETS, DATASETS, ImageData
 from .embedding_norms import ms
 from .evaluation import linear_probe
 from .losses import SIMILARITIES
+from .paper import notebook_ids
 from .train import TrainConfig, encode, load_model, subset_classes, sweep_configs
 
 # %% auto #0
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT',
-           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
-           'check_params', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants',
-           'imagenet_runs', 'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status',
-           'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
+           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'ENGINE_LACKS', 'EMA_PUBLISHED',
+           'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'check_params', 'parse_transfer', 'side_label', 'base_lr',
+           'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings', 'settings_5b',
+           'scaled_ema', 'half_life', 'kfold_probe', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
+           'run_steps', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status', 'status_panel',
+           'transfer_probe']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
                 ) -> None:
-    """Check the values 05b's runs share: its choices and grids, then the config every run starts from at each
-    batch size (one ValueError naming the first bad value); what depends on the data is checked where the data
-    are loaded."""
-    from cosine_pitfalls.core import parse_numbers
-    from cosine_pitfalls.data import AUG_PRESETS
-    from cosine_pitfalls.train import TrainConfig
+    """Check 05b's parameter values as its notebook would: every parameter, then every run's config of every
+    result (`plan_runs`), training nothing; what depends on the data is checked where the data are loaded."""
     p = params
     for name in ('n_seeds', 'workers'):
         if not 1 <= p[name] <= 1000:
             raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
-    check_choice('clop_optimizer', p['clop_optimizer'], ('sgd', 'lars'))
-    check_choice('clop_reading', p['clop_reading'], ('mean', 'literal'))
-    for name in ('clop_augment', 'margins_augment'): check_choice(name, p[name], ('auto', *AUG_PRESETS))
-    if not 0 < p['label_frac'] < 1:
-        raise ValueError(f"label_frac must lie in (0, 1), a semi-supervised share; got {p['label_frac']}")
     for name in ('dataset_c100', 'dataset_stl', 'dataset_tin'):
         if p[name]: check_choice(name, p[name], DATASETS)
-    for name in ('clop_lrs', 'lambdas', 'alphas', 's_values', 's_values_bs', 'c_values', 's_fig6',
-                 'ratio_m1s'): parse_numbers(p[name], name)
     # whether the ImageFolder is there is the data's check, made where the notebook loads it
-    path = (p['data_path'] or 'DATA_PATH') if p['dataset'] == 'imagefolder' else None
-    batches = {'clop_lr_batch': [p['clop_lr_batch']], 'm_batch': [p['m_batch']],
-               'clop_batch_sizes': parse_numbers(p['clop_batch_sizes'], 'clop_batch_sizes', int),
-               's_batch_sizes': parse_numbers(p['s_batch_sizes'], 's_batch_sizes', int)}
-    for name, bs in batches.items():
-        for b in bs:
-            try:
-                TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
-                            backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
-                            steps_per_epoch=p['steps_per_epoch'], batch_size=b, optimizer=p['clop_optimizer'],
-                            lr=p['clop_lr'], weight_decay=p['clop_wd'], head_width=p['head_width'],
-                            head_out=p['head_out'], momentum=0.9, eval_every=0, linear_probe=True,
-                            probe_epochs=p['probe_epochs'], show_progress=False,
-                            image_size=p['image_size'] or None, data_path=path)
-            except ValueError as e:
-                raise ValueError(f'{name}: {e}' if 'batch_size' in str(e) else e) from None
-
+    plan_runs(dict(p, data_path=p['data_path'] or 'DATA_PATH'), notebook_ids('05b_prototypes_margins.ipynb'),
+              'unused', n_train=lambda c: 10**6)
 
 # %% ../nbs/05b_prototypes_margins.ipynb #ba03fa26
 _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
               augments='randaugment,autoaugment,simclr', alphas='0.25,1', s_values='1,2.5,20,160',
-              s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1', probe_epochs=100, n_seeds=3)
+              s_values_simclr='1,1.125,2.5', s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1',
+              probe_epochs=100, n_seeds=3, kfold=5)
 _LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all',
               image_size=0, backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
               clop_optimizer='lars',
@@ -78,9 +58,11 @@ _LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', t
               s_batch_sizes='64,256,1024', c_values='1/3,0.5,0.7,1,1.5,2.5,5', workers=1)
 PROFILES = {
     'smoke': {},
+    # cpu: only the claims its scale can test train (margins Figs. 3 and 5), each run 1,001 steps
     'cpu': dict(_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128,
-                head_out=64, epochs=4, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
-                m_batch=128, s_batch_sizes='32,128,512', c_values='1/3,0.7,1,2.5,5', workers=2),
+                head_out=64, epochs=91, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
+                m_batch=128, s_batch_sizes='32,128,512', s_values='1,20', s_values_simclr='1,2.5',
+                c_values='1/3', workers=2, kfold=5, train_ids='margins.fig3,margins.fig5'),
     'gpu': dict(_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5),
     'paper': dict(_GRIDS, **_LARGE, dataset_tin='imagefolder', image_sizes='imagefolder:64', epochs=200,
                   transfer='cifar100>cifar10,cifar10>cifar100,imagefolder>stl10,stl10>imagefolder'),
@@ -241,7 +223,8 @@ def margins_settings(ids: list,   # the result IDs asked for
     cols, d0 = list(dict.fromkeys(r for r in (roles[k] for k in MARGIN_ROLES) if r)), roles['C-10']
     for d in cols:
         for m, var, over in table2_variants(role_of(d)):
-            if want('m_t2'): add('m_t2', d, m, var, **over)
+            for f in (P['lr_factors'] if (m, var) == ('moco_v3', 'base') else [1.0]) if want('m_t2') else []:
+                add('m_t2', d, m, var, dict(lrf=f), **over, lr=P['lr'] * f)   # MoCo's baseline: an lr grid
             if want('m_att') and m != 'byol' and var == 'base':
                 add('m_att', d, m, 'base', dict(att='none', alpha=0.0))
                 for t in ('I', 'II'):
@@ -256,7 +239,9 @@ def margins_settings(ids: list,   # the result IDs asked for
         for (m, var), over in imagenet_runs(P['in1k_path']).items(): add('m_in1k', 'imagenet', m, var, **over)
     no_curv = lambda c: {} if c == math.inf else dict(curvature=c)
     for m in MARGIN_METHODS:
-        for s in P['s_values'] if want('m_s') else []: add('m_s', d0, m, f's={s:g}', dict(s=s), pos_scale=s)
+        for s in (P['s_values'] if m == 'moco_v3' else P['s_values_simclr']) if want('m_s') else []:
+            for f in P['lr_factors'] if (m, s) == ('moco_v3', 1.0) else [1.0]:   # MoCo's baseline: an lr grid
+                add('m_s', d0, m, f's={s:g}', dict(s=s, lrf=f), pos_scale=s, lr=P['lr'] * f)
         for c in [math.inf] + P['c_values'] if want('m_c') else []:
             add('m_c', d0, m, f'c={c:g}', dict(c=c), **no_curv(c))
         for r in [0.0] + P['m1s'] if want('m_ratio') else []:
@@ -280,6 +265,62 @@ def settings_5b(ids: list, clop_roles: dict, margin_roles: dict,  # IDs asked fo
     meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
     return settings, (meta if len(meta) else pd.DataFrame(columns=['group', 'dataset']))
 
+# %% ../nbs/05b_prototypes_margins.ipynb #0a0ffbef
+def scaled_ema(m0: float,         # the paper's base EMA momentum (margins' MoCo v3: 0.99)
+               paper_steps: int,  # T_p, the paper's optimizer steps
+               steps: int,        # T, this run's optimizer steps
+              ) -> float:         # m with 1 − m = (1 − m0)·T_p/T, within [0, m0]
+    "EMA base momentum that keeps the target's half-life the same fraction of training as in the paper."
+    for name, v in (('paper_steps', paper_steps), ('steps', steps)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer; got {v!r}")
+    if not 0 <= m0 < 1: raise ValueError(f"m0 must be a number in [0, 1); got {m0!r}")
+    return float(min(m0, max(0.0, 1 - (1 - m0) * paper_steps / steps)))
+
+def half_life(m: float) -> float:
+    "Steps after which an EMA of momentum m keeps half its weight on the old value (0 for m = 0)."
+    return math.log(0.5) / math.log(m) if m > 0 else 0.0
+
+
+# %% ../nbs/05b_prototypes_margins.ipynb #aa0dccb0
+def kfold_probe(x: torch.Tensor,    # (n, f) frozen features of every image (training and test sets together)
+                y: torch.Tensor,    # (n,) their labels
+                k: int = 5,         # folds, stratified by class
+                epochs: int = 100,  # passes of each fold's probe (evaluation.linear_probe's recipe)
+                lr: float = 1e-2, weight_decay: float = 1e-4, batch_size: int = 1024,
+                seed: int = 0,      # the folds and the shuffling
+               ) -> dict[str, float]:  # 'top1' and 'logloss' (nats) of the out-of-fold predictions
+    "Linear probe cross-validated over every image: each is predicted once, by a probe fit on the other folds."
+    if not isinstance(k, int) or isinstance(k, bool) or k < 2:
+        raise ValueError(f"k must be an integer >= 2; got {k!r}")
+    if x.dim() != 2 or tuple(y.shape) != (len(x),):
+        raise ValueError(f"x must be (n, f) and y (n,); got {tuple(x.shape)} and {tuple(y.shape)}")
+    yc = y.cpu(); counts = torch.bincount(yc); least = int(counts[counts > 0].min())
+    if least < k: raise ValueError(f"k must be <= the smallest class's count ({least}); got {k}")
+    g = torch.Generator().manual_seed(seed)
+    fold = torch.empty(len(yc), dtype=torch.long)
+    for c in torch.unique(yc).tolist():                                     # each class dealt round-robin
+        idx = (yc == c).nonzero().squeeze(1)
+        fold[idx[torch.randperm(len(idx), generator=g)]] = torch.arange(len(idx)) % k
+    fold, y = fold.to(x.device), y.to(x.device)
+    logits = torch.zeros(len(x), int(yc.max()) + 1, device=x.device)      # (n, classes), out of fold
+    for f in range(k):
+        tr = (fold != f).nonzero().squeeze(1)
+        mu, sd = x[tr].float().mean(0), x[tr].float().std(0).clamp_min(1e-6)
+        xs = (x.float() - mu) / sd                                            # (n, f) by this fold's statistics
+        w = torch.zeros(logits.shape[1], x.shape[1], device=x.device, requires_grad=True)
+        b = torch.zeros(logits.shape[1], device=x.device, requires_grad=True)
+        opt = torch.optim.AdamW([w, b], lr=lr, weight_decay=weight_decay)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs * -(-len(tr) // batch_size))
+        for _ in range(epochs):
+            for idx in tr[torch.randperm(len(tr), generator=g).to(x.device)].split(batch_size):
+                loss = F.cross_entropy(xs[idx] @ w.T + b, y[idx])
+                opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+        with torch.no_grad(): logits[fold == f] = xs[fold == f] @ w.T + b
+    return dict(top1=float((logits.argmax(-1) == y).float().mean()),
+                logloss=float(F.cross_entropy(logits, y)))
+
+
 # %% ../nbs/05b_prototypes_margins.ipynb #b55e9865
 def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
             ) -> tuple[dict, dict]:  # the parsed CLOP (`Pc`) and margins (`Pm`) parameters
@@ -300,20 +341,39 @@ def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
     Pm = dict(lr=p['m_lr'], wd=p['m_wd'], batch=p['m_batch'], tau=p['m_tau'],
               augment=auto(p['margins_augment'], 'margins'), alphas=num('alphas'), s_values=num('s_values'),
               s_batch_sizes=num('s_batch_sizes', int), s_values_bs=num('s_values_bs'), c_values=num('c_values'),
-              s_fig6=num('s_fig6'), m1s=num('ratio_m1s'), transfer=parse_transfer(p['transfer']),
+              s_fig6=num('s_fig6'), m1s=num('ratio_m1s'), lr_factors=num('m_lr_factors'),
+              s_values_simclr=num('s_values_simclr'), transfer=parse_transfer(p['transfer']),
               t3_rows=check_choice('transfer_rows', p['transfer_rows'], ('all', 'judged')),
               in1k_path=p['data_path_in1k'])
-    for n in ('s_values', 's_values_bs'):
+    for n in ('s_values', 's_values_bs', 's_values_simclr'):
         if 1.0 not in Pm[n]: raise ValueError(f'{n} must include s = 1 (no emphasis, the baseline)')
+    if 1.0 not in Pm['lr_factors']: raise ValueError("m_lr_factors must include 1 (the paper's lr)")
+    if not (isinstance(p['kfold'], int) and (p['kfold'] == 0 or p['kfold'] >= 2)):
+        raise ValueError(f"kfold must be 0 (off) or an integer >= 2; got {p['kfold']!r}")
+    if not (isinstance(p['m_paper_steps'], int) and p['m_paper_steps'] >= 1):
+        raise ValueError(f"m_paper_steps must be a positive integer; got {p['m_paper_steps']!r}")
+    if not 0 <= p['m_ema'] < 1: raise ValueError(f"m_ema must be a number in [0, 1); got {p['m_ema']!r}")
     if 0.0 in Pm['alphas'] + Pm['m1s'] + Pm['c_values'] or 1.0 in Pm['s_fig6']:
         raise ValueError('alphas, ratio_m1s and c_values must not hold 0, nor s_fig6 1: the baselines are added')
     return Pc, Pm
 
 # %% ../nbs/05b_prototypes_margins.ipynb #d68f21cc
-def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result IDs asked for
-              train_dir: str | Path,  # the runs go to runs/<run id>/ below it
-             ) -> dict:  # Pc, Pm, roles_c, roles_m, data_kw, settings, meta, seeds, base, runs, same, distinct
-    "Every training run of the requested results, validated, nothing trained: the notebook's and the preflight's plan."
+ENGINE_LACKS = ('clop.table2',)   # needs z normalized before its Euclidean / Manhattan term (see its section)
+EMA_PUBLISHED = {'byol': 0.996}   # the engine's published BYOL momentum (margins' MoCo v3: the m_ema parameter)
+
+def trained_ids(p: dict, ids: list) -> list:
+    "The asked-for IDs this profile trains: `train_ids` ('' or 'all': every one), less what the engine lacks."
+    mine = notebook_ids('05b_prototypes_margins.ipynb')
+    tids = [t.strip() for t in p['train_ids'].split(',') if t.strip()]
+    if p['train_ids'] not in ('', 'all') and [t for t in tids if t not in mine]:
+        raise ValueError(f"train_ids {[t for t in tids if t not in mine]} are not results of this notebook; "
+                         f"allowed: 'all' or {mine}")
+    chosen = ids if p['train_ids'] in ('', 'all') else [i for i in ids if i in tids]
+    return [i for i in chosen if i not in ENGINE_LACKS]
+
+def settings_plan(p: dict, ids: list,   # the notebook's parameters, the result IDs asked for
+                 ) -> dict:  # Pc, Pm, roles_c, roles_m, data_kw, trained, settings, meta, seeds, base
+    "The parameters checked and the named settings of what this profile trains (no data, no run configs yet)."
     Pc, Pm = parse_5b(p)
     d, c100 = p['dataset'], p['dataset_c100'] or p['dataset']
     roles_c = {'C-100': c100, 'TIN': p['dataset_tin'] or c100}
@@ -324,21 +384,50 @@ def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result ID
     used = {*roles_c.values(), *filter(None, roles_m.values()), *(s[0] for q in Pm['transfer'] for s in q)}
     data_kw = {x: dict(image_size=sizes.get(x, p['image_size'] or None),
                        data_path=(p['data_path'] or None) if x == 'imagefolder' else None) for x in used}
-    settings, meta = settings_5b(ids, roles_c, roles_m, Pc, Pm, data_kw)
-    seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    trained = trained_ids(p, ids)
+    settings, meta = settings_5b(trained, roles_c, roles_m, Pc, Pm, data_kw)
     base = TrainConfig(method='simclr', dataset=d, data_root=p['data_root'], backbone=p['backbone'],
                        width=p['width'], epochs=p['epochs'], steps_per_epoch=p['steps_per_epoch'],
                        head_width=p['head_width'], head_out=p['head_out'], momentum=0.9, eval_every=0,
                        linear_probe=True, probe_epochs=p['probe_epochs'], show_progress=False, threads=1,
-                       **data_kw[d])
-    runs = sweep_configs(base, {}, seeds, train_dir, settings=settings) if settings else []
+                       checkpoint_every=10, **data_kw[d])
+    return dict(Pc=Pc, Pm=Pm, roles_c=roles_c, roles_m=roles_m, data_kw=data_kw, trained=trained,
+                settings=settings, meta=meta, seeds=list(range(p['seed'], p['seed'] + p['n_seeds'])), base=base)
+
+def data_needs(p: dict, ids: list) -> tuple:
+    "The datasets the trained settings and the transfer rows load: (roles, data_kw, used)."
+    sp = settings_plan(p, ids)
+    used = {s[0] for q in sp['Pm']['transfer'] for s in q} | set(sp['meta'].dataset)
+    return (sp['roles_c'], sp['roles_m']), sp['data_kw'], used
+
+def run_steps(c: TrainConfig,    # a run
+              n_train,           # its training images: a function of the config, or a dict dataset -> images
+             ) -> int:           # its optimizer steps (drop_last batches, at most steps_per_epoch an epoch)
+    "The optimizer steps of a run; ImageNet's (resnet50, margins Table 4) counts 1,281,167 images an epoch."
+    n = 1_281_167 if c.backbone == 'resnet50' else n_train(c) if callable(n_train) else n_train[c.dataset]
+    spe = n // c.batch_size
+    return c.epochs * (min(c.steps_per_epoch, spe) if c.steps_per_epoch else spe)
+
+def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result IDs asked for
+              train_dir: str | Path,  # the runs go to runs/<run id>/ below it
+              n_train,                # training images of a run: a function of its config (exact, the notebook)
+                                      # or a dict dataset -> images (the preflight: class subsets not counted)
+             ) -> dict:  # settings_plan's, with the EMA rule applied, and runs, same, distinct, ema_used
+    "Every training run of the requested results, validated, nothing trained: the notebook's and the preflight's plan."
+    sp = settings_plan(p, ids)
+    settings, meta, base = sp['settings'], sp['meta'], sp['base']
+    m0 = {'moco_v3': p['m_ema'], **EMA_PUBLISHED}   # the EMA rule (above); Table 4's ImageNet runs: the paper's length
+    for n, o in settings.items():
+        if meta.loc[n, 'group'].startswith('m_') and meta.loc[n, 'group'] != 'm_in1k' and o['method'] in m0:
+            o['ema'] = scaled_ema(m0[o['method']], p['m_paper_steps'],
+                                  run_steps(dataclasses.replace(base, **o), n_train))
+    runs = sweep_configs(base, {}, sp['seeds'], train_dir, settings=settings) if settings else []
     first = {}                                 # the first seed's run folder -> the first setting that makes it
     for k, c in runs:
-        if k['seed'] == seeds[0]: first.setdefault(c.out_dir, k['setting'])
-    same = {k['setting']: first[c.out_dir] for k, c in runs if k['seed'] == seeds[0]}  # setting -> the one trained
-    return dict(Pc=Pc, Pm=Pm, roles_c=roles_c, roles_m=roles_m, data_kw=data_kw, settings=settings, meta=meta,
-                seeds=seeds, base=base, runs=runs, same=same,
-                distinct={n: settings[n] for n in dict.fromkeys(same.values())})
+        if k['seed'] == sp['seeds'][0]: first.setdefault(c.out_dir, k['setting'])
+    same = {k['setting']: first[c.out_dir] for k, c in runs if k['seed'] == sp['seeds'][0]}  # -> the one trained
+    return dict(sp, runs=runs, same=same, distinct={n: settings[n] for n in dict.fromkeys(same.values())},
+                ema_used=sorted({(o['method'], o['ema']) for o in settings.values() if o.get('ema') is not None}))
 
 # %% ../nbs/05b_prototypes_margins.ipynb #13f898e5
 CHANCE_MARGIN = 0.01   # "negligible": one point of accuracy (see above)

@@ -331,7 +331,10 @@ def test_section5_prototypes_margins_through_the_runner(tmp_path):
     for i in ids:
         s = read_json(out/'results'/f'{i}.json')
         assert s['verdict'] in VERDICTS and s['ours'] and 'digits' in s['ours'] + str(s['params'])
+        assert s['detect'] and ("the paper's" in s['detect'])         # what our runs detect, beside the paper's
     assert read_json(out/'results'/'margins.table4.json')['verdict'] == 'inconclusive'   # not run below paper scale
+    t2 = read_json(out/'results'/'clop.table2.json')       # the engine's Euclidean / Manhattan act on raw z
+    assert t2['verdict'] == 'inconclusive' and 'normalize z' in t2['untestable']
     runs = list((out/'training'/'05b_prototypes_margins'/'runs').iterdir())
     assert len(runs) >= 2 * 30 and all((d/'run.nc').exists() for d in runs)
     before = {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs}
