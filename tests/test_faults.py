@@ -241,7 +241,7 @@ def test_train_out_unusable_is_one_line_before_training(tmp_path, where):
     t0 = time.time()
     r = run_cli('train', '--method', 'simclr', '--epochs', '30', *SMALL, '--out', out)
     assert r.returncode == 2 and 'out: ' in r.stderr and 'Traceback' not in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and time.time() - t0 < 30
+    assert len(r.stderr.strip().splitlines()) == 1 and time.time() - t0 < 60
 
 
 @pytest.mark.parametrize('name,content', [('checkpoint.pt', b'PK\x03\x04 cut'), ('checkpoint.pt', b'\x80\x02}q'),
