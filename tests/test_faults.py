@@ -39,15 +39,18 @@ def done1(tmp_path_factory):
     live.write_text('half')
     r = run_cli(*ONE, '--nbs', nbs, '--out', out, env=env)
     assert r.returncode == 0, r.stderr
-    assert live.exists(), "a run's clean-up deleted another process's temporary file"      # point 2
-    live.unlink()
-    return base, nbs, out, env
+    kept = live.exists(); live.unlink(missing_ok=True)
+    return base, nbs, out, env, kept
+
+
+def test_clean_up_keeps_a_live_writers_temporary(done1):
+    assert done1[4], "a run's clean-up deleted another process's temporary file"
 
 
 # 1. an interrupted notebook never replaces a finished one
 @pytest.mark.parametrize('how', ['SIGINT to the group', 'SIGTERM'])
 def test_interrupt_keeps_the_finished_notebook_and_page(done1, tmp_path, how):
-    base, nbs, src, env = done1
+    base, nbs, src, env, _ = done1
     out = tmp_path/'out'; shutil.copytree(src, out)
     keep = {p: (out/p).read_bytes() for p in (FINAL, PAGE)}
     runs0 = len(read_json(out/'manifest.json')['runs'])
@@ -72,7 +75,7 @@ def test_interrupt_keeps_the_finished_notebook_and_page(done1, tmp_path, how):
 
 # 2. one runner per output folder
 def test_second_runner_on_one_folder_is_refused_at_once(done1, tmp_path):
-    base, nbs, src, env = done1
+    base, nbs, src, env, _ = done1
     out = tmp_path/'out'; shutil.copytree(src, out)
     p = subprocess.Popen([str(CLI), *ONE, '--force', '--nbs', str(nbs), '--out', str(out)], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -81,7 +84,7 @@ def test_second_runner_on_one_folder_is_refused_at_once(done1, tmp_path):
     for cmd in (ONE, ['report']):
         t0 = time.time()
         r = run_cli(*cmd, '--nbs', nbs, '--out', out, env=env)
-        assert r.returncode == 2 and time.time() - t0 < 30, r.stderr
+        assert r.returncode == 2 and time.time() - t0 < 120, r.stderr   # ~5 s on an idle machine
         assert f'is in use by pid {p.pid} (reproduce --profile smoke)' in r.stderr and 'Traceback' not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert (out/'manifest.json').read_bytes() == before
@@ -107,7 +110,7 @@ def test_train_folder_of_another_run_is_refused(tmp_path):
 @pytest.mark.parametrize('damage', ['truncate', 'delete'])
 def test_damaged_result_file_is_recomputed(done1, tmp_path, damage):
     import xarray as xr
-    base, nbs, src, env = done1
+    base, nbs, src, env, _ = done1
     out = tmp_path/'out'; shutil.copytree(src, out)
     nc = out/'results'/'clop.thm1.nc'
     if damage == 'truncate': nc.write_bytes(nc.read_bytes()[:nc.stat().st_size // 2])
@@ -194,7 +197,7 @@ def test_rng_state_with_more_or_fewer_saved_gpus_than_visible(monkeypatch):
 
 # 6. trust only the package's own notebooks
 def test_notebooks_of_another_folder_are_not_trusted(done1):
-    base, nbs, out, env = done1
+    base, nbs, out, env, _ = done1
     m = read_json(out/'manifest.json')
     assert m['runs'][-1]['trusted'] is False
     db = base/'jupyter'/'nbsignatures.db'
@@ -219,14 +222,14 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize('args,msg', BAD_VALUES, ids=[' '.join(a) for a, _ in BAD_VALUES])
 def test_bad_value_is_refused_before_any_kernel(done1, tmp_path, args, msg):
-    base, nbs, src, env = done1
+    base, nbs, src, env, _ = done1
     out = tmp_path/'out'; shutil.copytree(src, out)
     before = tree(out)
     t0 = time.time()
     r = run_cli('reproduce', '--profile', 'smoke', *args, '--nbs', nbs, '--out', out, '--quiet', env=env)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr, r.stderr
-    assert time.time() - t0 < 30, 'a kernel ran'
+    assert time.time() - t0 < 120, 'a kernel ran'   # (~5 s idle; a kernel also leaves runs/ files)
     assert tree(out) == before
 
 
@@ -238,7 +241,7 @@ def test_train_out_unusable_is_one_line_before_training(tmp_path, where):
     t0 = time.time()
     r = run_cli('train', '--method', 'simclr', '--epochs', '30', *SMALL, '--out', out)
     assert r.returncode == 2 and 'out: ' in r.stderr and 'Traceback' not in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and time.time() - t0 < 30
+    assert len(r.stderr.strip().splitlines()) == 1 and time.time() - t0 < 60
 
 
 @pytest.mark.parametrize('name,content', [('checkpoint.pt', b'PK\x03\x04 cut'), ('checkpoint.pt', b'\x80\x02}q'),
