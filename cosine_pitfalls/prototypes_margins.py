@@ -24,12 +24,12 @@ from .train import TrainConfig, encode, load_model, subset_classes, sweep_config
 
 # %% auto #0
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT',
-           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'ENGINE_LACKS', 'EMA_PUBLISHED',
-           'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'check_params', 'parse_transfer', 'side_label', 'base_lr',
-           'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings', 'settings_5b',
-           'scaled_ema', 'half_life', 'kfold_probe', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
-           'run_steps', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status', 'status_panel',
-           'transfer_probe']
+           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS',
+           'EMA_PUBLISHED', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'check_params', 'parse_transfer', 'side_label',
+           'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings',
+           'settings_5b', 'scaled_ema', 'half_life', 'kfold_probe', 'parse_5b', 'trained_ids', 'settings_plan',
+           'data_needs', 'run_steps', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status',
+           'status_panel', 'transfer_probe']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -194,10 +194,12 @@ def table2_variants(role: str,  # the paper's dataset whose column of Tables 5-8
                 (m, 'pos&curv', dict(pos_scale=s2, curvature=c)), (m, 'ratio', dict(ratio_m1=r))]
     return out + [('byol', 'base', {}), ('byol', 'curv', dict(curvature=MARGINS_HP['byol']['curv'][role]))]
 
+IMAGENET_BATCH = 512   # margins Table 4's batch on one 80 GB GPU (the paper's 4096: ~320 GiB of activations)
+
 def imagenet_runs(path: str) -> dict:
-    "margins Table 4's four runs: ImageNet, ResNet-50, 100 epochs, batch 4096, each method's own recipe."
+    "margins Table 4's four runs: ImageNet, ResNet-50, 100 epochs, each method's own recipe (rates per 256 images)."
     common = dict(dataset='imagefolder', data_path=path, image_size=224, backbone='resnet50', width=32,
-                  epochs=100, batch_size=4096, optimizer='lars', weight_decay=1e-6, head_width=None, head_out=None,
+                  epochs=100, batch_size=IMAGENET_BATCH, optimizer='lars', weight_decay=1e-6, head_width=None, head_out=None,
                   probe_epochs=90, probe_labels='all', augment='simclr')
     recipe = {'moco_v3': dict(lr=0.6, temperature=1.0, augment='byol'), 'simclr': dict(lr=0.3, temperature=0.1)}
     out = {}

@@ -535,7 +535,7 @@ class DeviceChoices:
     "What a run does differently on a GPU, decided once: a pytest can force the CUDA path on the CPU."
     autocast: str | None    # bf16 autocast on this device type ('cuda', 'cpu'); None: fp32
     channels_last: bool     # the model and the views in channels-last memory format
-    compile: bool           # torch.compile the backbone (after the epoch-0 record: no BN graph breaks)
+    compile: bool | str     # torch.compile the backbone (after the epoch-0 record); a string: its backend
     sync_free: bool         # augmentation without host syncs (torch.where instead of row selection)
     data_on_device: bool    # the whole dataset on the device; False: on the CPU (pinned on CUDA), batch by batch
 
@@ -700,7 +700,7 @@ def run_environment(dev: torch.device, ch: DeviceChoices) -> dict:
                 cudnn_version=torch.backends.cudnn.version() if cuda else None,
                 device=torch.cuda.get_device_name(dev) if cuda else f'cpu ({os.cpu_count()} cores)',
                 precision=f'bf16 autocast ({ch.autocast})' if ch.autocast else 'fp32',
-                channels_last=int(ch.channels_last), compiled=int(ch.compile))   # netCDF: no booleans
+                channels_last=int(ch.channels_last), compiled=int(bool(ch.compile)))   # netCDF: no booleans
 
 def _finish(r: _RunState) -> xr.Dataset:
     "The final kNN (and probe), the run's outcome in attrs, its files written (process 0)."
@@ -731,7 +731,8 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None, choices=None):
         calibrate_bn(r.model, r.dclean)  # its own BN statistics, not the defaults
         r.history.append(_measure(r, dict(epoch=0), bool(cfg.eval_every) and rank == 0))
     # compiled after the epoch-0 record: calibrate_bn's momentum=None would break the graph in every BN
-    if r.ch.compile: r.model.backbone.compile()
+    if r.ch.compile:
+        r.model.backbone.compile(**({} if r.ch.compile is True else dict(backend=r.ch.compile)))
     last_knn = next((h['knn_top1'] for h in reversed(r.history) if 'knn_top1' in h), None)
     for epoch in range(r.start, cfg.epochs):
         if r.status == 'diverged': break

@@ -88,12 +88,14 @@ def test_sync_free_views_are_bit_for_bit(preset, digits):
 
 
 def test_compiled_run_with_record_init_has_no_graph_break(digits, tmp_path):
-    "Inductor compile of the backbone after the epoch-0 record (calibrate_bn on the uncompiled module): no graph break."
+    """torch.compile of the backbone after the epoch-0 record (calibrate_bn on the uncompiled module): no graph break,
+    no recompile beyond train/eval. Dynamo's graph breaks do not depend on the backend: aot_eager keeps the test short
+    (inductor takes minutes on two cores)."""
     torch._dynamo.reset()
     from torch._dynamo.utils import counters
     counters.clear()
-    cfg = TrainConfig(**{**SMALL, 'method': 'simclr', 'record_init': True, 'compile': True})
-    ds = train(cfg, data=digits, choices=dataclasses.replace(CUDA_ON_CPU, compile=True))
-    assert ds.attrs['compiled'] == 1 and all(math.isfinite(x) for x in ds.step_loss.values.ravel())
+    cfg = TrainConfig(**{**SMALL, 'method': 'simclr', 'record_init': True, 'compile': True, 'eval_every': 1})
+    ds = train(cfg, data=digits, choices=dataclasses.replace(CUDA_ON_CPU, compile='aot_eager'))
+    assert ds.attrs['compiled'] == 1 and all(math.isfinite(x) for x in ds.step_loss.sel(epoch=1).values)  # 0: init
     assert sum(counters['graph_break'].values()) == 0, dict(counters['graph_break'])
     assert counters['stats']['unique_graphs'] <= 4, dict(counters['stats'])

@@ -101,7 +101,8 @@ def test_queue_is_not_a_broadcast_buffer():
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(_free_port()))
     dist.init_process_group('gloo', rank=0, world_size=1)
     try:
-        cfg = TrainConfig(method='moco_v2', width=8, head_width=16, head_out=8, queue_size=64, clop_weight=1.0)
+        cfg = TrainConfig(method='moco_v2', width=8, head_width=16, head_out=8, queue_size=64, batch_size=16,
+                          clop_weight=1.0)
         net = _ddp(build_model(cfg, 8, 100, 1), cfg, torch.device('cpu'))
         ignored = set(net.module._ddp_params_and_buffers_to_ignore)
         assert {'queue', 'queue_ptr', 'prototypes'} <= ignored and not any('running_mean' in n for n in ignored)
