@@ -28,15 +28,16 @@ PROFILES = {
                 cuts_f5='0.5,1,4', lrs_f5='0.03,0.3', batch_sizes='32,64,128', queue_size=1024, dino_out=1024,
                 eval_every=2, diag_samples=256, workers=2,
                 untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
-    'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18', width=32,
-                head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
+    'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
+                width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
                 lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
                 wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8', lrs_f5='0.006,0.06',
                 batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5,
                 diag_samples=512, workers=1),
     'paper': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', dataset_in100='imagefolder',
                   dataset_flowers='flowers102', image_size=0, image_sizes='imagefolder:224,flowers102:224',
-                  backbone='resnet18', width=32, head_width=2048, head_out=128, epochs=100, epochs_t3='100,300,500',
+                  backbone='resnet18', width=32, head_width=2048, head_out=128, epochs=100,
+                  epochs_t3='100,300,500',
                   steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0',
                   cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3',
                   cuts_f5='0.5,1,2,4,8', lrs_f5='0.006,0.06', batch_sizes='32,64,128,256,512', pairs_kept=128,
@@ -58,13 +59,13 @@ ID_GROUPS = {'pitfalls.table1': ('table1',), 'pitfalls.table2': ('table2',), 'pi
 
 # what each ID would need where a profile judges it by scale alone (`untested`): the line's `untestable`
 UNTESTABLE = {
-    'pitfalls.table2': "the fall by the paper's epoch 16: on the digits that is our epoch ~557 (6,000+ steps) for every "
-                       "method, on CIFAR-100 / ImageNet-100",
-    'pitfalls.table3': "kNN at epoch 100/300/500 on CIFAR-10/100, ImageNet-100 and Flowers (≥ 19,500 steps at batch 256); "
-                       "its 'faster convergence' reading is tested at this scale by pitfalls.fig5",
+    'pitfalls.table2': "the fall by the paper's epoch 16: on the digits that is our epoch ~557 (6,000+ steps) "
+                       "for every method, on CIFAR-100 / ImageNet-100",
+    'pitfalls.table3': "kNN at epoch 100/300/500 on CIFAR-10/100, ImageNet-100 and Flowers (≥ 19,500 steps at "
+                       "batch 256); its 'faster convergence' reading is tested at this scale by pitfalls.fig5",
     'pitfalls.table4': "ImageNet-100 at epoch 100, MoCo v3 on a ViT-S, DINO with 65,536 prototypes",
-    'pitfalls.table5': "1–4-point kNN gaps at epoch 100 on CIFAR-100, with λ ≤ 1e-5 (weight decays that act only "
-                       "after ~10⁵ of our steps)",
+    'pitfalls.table5': "1–4-point kNN gaps at epoch 100 on CIFAR-100, with λ ≤ 1e-5 (weight decays that act "
+                       "only after ~10⁵ of our steps)",
     'pitfalls.table6': "1–8-point kNN gaps at epoch 100 on ImageNet-100 (SimSiam, λ 5e-5 … 1e-3)",
 }
 
@@ -73,8 +74,9 @@ def ema_for_steps(m0: float,          # the published base momentum of the targe
                   paper_steps: int,   # steps the published momentum was set for
                   cap: float = 0.9,   # the smallest momentum we allow (a target averaging ≥ ~10 steps)
                  ) -> float:          # the base momentum for our run
-    "EMA momentum for a shorter run, keeping the target's half-life the same share of training: 1 − m ∝ 1/steps."
-    if steps < 1 or paper_steps < 1: raise ValueError(f'steps and paper_steps must be ≥ 1; got {steps}, {paper_steps}')
+    "EMA momentum for a shorter run, the target's half-life the same share of training: 1 − m ∝ 1/steps."
+    if steps < 1 or paper_steps < 1:
+        raise ValueError(f'steps and paper_steps must be ≥ 1; got {steps}, {paper_steps}')
     return float(min(m0, max(cap, 1 - (1 - m0) * paper_steps / steps)))
 
 def decay_exposure(lam: float,        # weight decay λ
@@ -231,10 +233,12 @@ def judge_collapse(status: xr.DataArray,    # (seed,) the engine's run status ('
     v = judge_seeds(hit)
     up = int((hit & (acc > band).values).sum())
     ep = sorted({int(e) for e in np.ravel(when.values) if e > 0}) if when is not None else []
-    return v, (f"{int(hit.sum())} of {hit.size} seeds collapsed during training (status, or min std of ẑ "
-               f"{float(std_min.min()):.2g} < {bound:g})" + (f" at epoch {', '.join(map(str, ep))}" if ep else '')
+    return v, (f"{int(hit.sum())} of {hit.size} seeds collapsed during training (status, or the std of ẑ "
+               f"below {bound:g}; its minimum {float(std_min.min()):.2g})"
+               + (f" at epoch {', '.join(map(str, ep))}" if ep else '')
                + f"; final kNN {ms(acc)} vs chance band ≤ {band:.3f}"
-               + (f": {up} of them recovered above it as the learning rate wound down" if up else '') + f" → {v}")
+               + (f": {up} of them recovered above it as the learning rate wound down" if up else '')
+               + f" → {v}")
 
 def detect_text(parts: list,          # one claim's parts; the `Part`s carry their detectable effect
                 paper: str,           # the paper's effect in the same unit, or the scale it needs
