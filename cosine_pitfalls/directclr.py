@@ -12,11 +12,12 @@ import xarray as xr
 
 from .core import judge_all, judge_claim
 from .evaluation import linear_probe
-from .train import encode, load_model
+from .models import make_backbone
+from .train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'COLLAPSE', 'directclr_settings', 'judge_order', 'setting_table', 'bar_panel', 'subvector_probe',
-           'spectrum_panel', 'collapsed']
+__all__ = ['PROFILES', 'COLLAPSE', 'directclr_settings', 'plan_runs', 'judge_order', 'setting_table', 'bar_panel',
+           'subvector_probe', 'spectrum_panel', 'collapsed']
 
 # %% ../nbs/04_directclr.ipynb #04a00008
 PROFILES = {
@@ -49,6 +50,28 @@ def directclr_settings(d0: int,          # DirectCLR's sub-vector size
          'random_subset': dict(method='directclr', d0=d0, random_subset=True)}
     for v in sorted(set(d0_sweep) - {d0, width}): s[f'directclr_d0={v}'] = dict(method='directclr', d0=v)
     return s
+
+# %% ../nbs/04_directclr.ipynb #1885fe5e
+def plan_runs(p: dict,                # the notebook's parameters (`SectionRun.params`)
+              ids: list,              # the result IDs asked for (section 4's results share one sweep)
+              train_dir: str | Path,  # the runs go to runs/<run id>/ below it
+             ) -> dict:  # rep (width d), sweep_d0, settings, seeds, base, runs ((coords, TrainConfig) each)
+    "Every training run of section 4, validated, nothing trained: the plan the notebook and the preflight share."
+    rep = make_backbone(p['backbone'], in_channels=p['channels'], width=p['width']).out_dim   # d
+    try: sweep_d0 = [int(v) for v in p['d0_sweep'].split(',') if v.strip()]
+    except ValueError:
+        raise ValueError(f"d0_sweep must be comma-separated integers; got {p['d0_sweep']!r}") from None
+    settings = directclr_settings(p['d0'], sweep_d0, rep)
+    seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
+                       data_path=p['data_path'] or None, image_size=p['image_size'], channels=p['channels'],
+                       backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
+                       steps_per_epoch=p['steps_per_epoch'], batch_size=p['batch_size'],
+                       optimizer=p['optimizer'], lr=p['lr'], weight_decay=p['weight_decay'],
+                       head_width=p['head_width'], head_out=p['head_out'], linear_probe=True,
+                       probe_epochs=p['probe_epochs'], eval_every=0, show_progress=False)
+    return dict(rep=rep, sweep_d0=sweep_d0, settings=settings, seeds=seeds, base=base,
+                runs=sweep_configs(base, {}, seeds, train_dir, settings=settings))
 
 # %% ../nbs/04_directclr.ipynb #04a00017
 def judge_order(metric: xr.DataArray,      # (setting, seed) the metric compared

@@ -9,13 +9,11 @@ from typing import Sequence
 
 import torch
 from torch import Tensor, nn
-from torchvision.models import resnet18, resnet50
-from torchvision.models.resnet import ResNet
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['BACKBONES', 'CUT_MODES', 'PROJECTORS', 'cifar_resnet', 'SmallCNN', 'make_backbone', 'mlp', 'cut_init_',
+__all__ = ['BACKBONES', 'CUT_MODES', 'PROJECTORS', 'cifar_resnet', 'SmallCNN', 'ResNetSmall', 'make_backbone', 'mlp', 'cut_init_',
            'random_orthogonal', 'DiagonalProjector', 'FixedProjector', 'make_projector', 'subvector']
 
 # %% ../nbs/14_models.ipynb #19fdfaf7
@@ -34,13 +32,14 @@ def _check_int(name: str,              # parameter name, as the user wrote it
     return int(value)
 
 # %% ../nbs/14_models.ipynb #dd191114
-BACKBONES = ('resnet18', 'resnet50', 'small_cnn')
+BACKBONES = ('resnet18', 'resnet50', 'small_cnn', 'resnet_small')
 
 def cifar_resnet(depth: int = 18,       # 18 (BasicBlock, out_dim 512) or 50 (Bottleneck, out_dim 2048)
                  in_channels: int = 3,  # image channels
-                ) -> ResNet:            # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
+                ) -> nn.Module:         # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
     "torchvision's ResNet-18/50 with SimCLR's CIFAR stem: 3x3 stride-1 conv, no max-pool, no fc."
     check_choice('depth', depth, (18, 50)); _check_int('in_channels', in_channels)
+    from torchvision.models import resnet18, resnet50   # torchvision: imported only to build a ResNet
     net = (resnet18 if depth == 18 else resnet50)(weights=None)   # random init, nothing downloaded
     net.out_dim = net.fc.in_features                              # 512 or 2048: the pooled features
     net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
@@ -73,17 +72,57 @@ class SmallCNN(nn.Module):
                ) -> Tensor:       # (B, width)
         return self.features(x).mean((-2, -1))   # global average pool
 
+# %% ../nbs/14_models.ipynb #d2a2e2c9
+class ResNetSmall(nn.Module):
+    "CIFAR-style ResNet of BasicBlocks at a small width (stages width/4, width/2, width), global average pool."
+    def __init__(self, in_channels: int = 1,     # image channels
+                 width: int = 32,                # channels of the last stage; also `out_dim` (a multiple of 4)
+                 blocks: Sequence[int] = (1, 1, 2),  # BasicBlocks per stage (the last needs >= 2: an identity)
+                 zero_init_residual: bool = True,  # γ = 0 in each block's last BN (DirectCLR's official code)
+                ):
+        super().__init__()
+        _check_int('in_channels', in_channels); _check_int('width', width, 4)
+        if width % 4:
+            raise ValueError(f"width must be a multiple of 4 (stages width/4, width/2, width); got {width}")
+        if not (isinstance(blocks, (tuple, list)) and len(blocks) == 3):
+            raise ValueError(f"blocks must be three integers (blocks per stage); got {blocks!r}")
+        for b in blocks[:2]: _check_int('blocks', b)
+        _check_int('blocks', blocks[2], 2, hint=' in the last stage (its last block: an identity shortcut)')
+        from torchvision.models.resnet import BasicBlock   # torchvision only when a ResNet is built
+        widths = (width // 4, width // 2, width)
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(widths[0]), nn.ReLU(inplace=True))
+        layers, c = [], widths[0]
+        for i, (w, n) in enumerate(zip(widths, blocks)):
+            for j in range(n):
+                stride = 2 if i > 0 and j == 0 else 1
+                short = (nn.Sequential(nn.Conv2d(c, w, 1, stride=stride, bias=False), nn.BatchNorm2d(w))
+                         if stride != 1 or c != w else None)          # projection where the shape changes
+                layers.append(BasicBlock(c, w, stride, short)); c = w
+        self.layers, self.out_dim = nn.Sequential(*layers), width
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d): nn.init.kaiming_normal_(m.weight, mode='fan_out', nonlinearity='relu')
+            elif isinstance(m, nn.BatchNorm2d): nn.init.ones_(m.weight); nn.init.zeros_(m.bias)
+        if zero_init_residual:
+            for b in self.layers: nn.init.zeros_(b.bn2.weight)
+
+    def forward(self, x: Tensor,  # images, (B, in_channels, H, W)
+               ) -> Tensor:       # (B, width)
+        return self.layers(self.stem(x)).mean((-2, -1))   # global average pool
+
+
 # %% ../nbs/14_models.ipynb #3bf595e2
-def make_backbone(name: str,             # one of BACKBONES: 'resnet18', 'resnet50', 'small_cnn'
+def make_backbone(name: str,             # one of BACKBONES
                   in_channels: int = 3,  # image channels (1 for the 16x16 digits, 3 for CIFAR)
-                  width: int = 32,       # channels of 'small_cnn' (its out_dim); ResNets: leave at 32
+                  width: int = 32,       # out_dim of 'small_cnn' / 'resnet_small'; ResNet-18/50: leave at 32
                  ) -> nn.Module:         # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
-    "A randomly initialized backbone: CIFAR ResNet-18 / ResNet-50, or the small CNN for 16x16 digits."
+    "A randomly initialized backbone: CIFAR ResNet-18 / ResNet-50, or a small CNN / ResNet for 16x16 digits."
     check_choice('name', name, BACKBONES); _check_int('in_channels', in_channels); _check_int('width', width)
     if name == 'small_cnn': return SmallCNN(in_channels, width)
+    if name == 'resnet_small': return ResNetSmall(in_channels, width)
     if width != 32:
-        raise ValueError(f"width sets the channels of 'small_cnn' only; {name!r} has fixed widths, "
-                         f"leave width=32; got width={width}")
+        raise ValueError(f"width sets the channels of 'small_cnn' and 'resnet_small' only; {name!r} has "
+                         f"fixed widths, leave width=32; got width={width}")
     return cifar_resnet(18 if name == 'resnet18' else 50, in_channels)
 
 # %% ../nbs/14_models.ipynb #2281b391
@@ -120,7 +159,20 @@ def cut_init_(module: nn.Module,  # network whose initial parameters are divided
               c: float = 3.0,     # cut constant; c > 1 shrinks (paper: 3 contrastive, 9 non-contrastive)
               mode: str = 'all',  # 'all': every parameter (the authors' code); 'weights': conv/linear weights
              ) -> nn.Module:      # the same module, for chaining
-    "Cut-initialization (pitfalls §4): divide the initial parameters by `c` in place, once."
+    """Cut-initialization (pitfalls §4): divide the initial parameters by `c` in place, once.
+
+    What it does to the output at initialization, in train mode (batch statistics, BN eps negligible):
+    every BatchNorm undoes the scale of its input, so only what comes after the last BN scales the output.
+    With mode 'all' the output is divided by c**k, k = (1 if the last BN is affine, its γ and β divided;
+    0 without affine parameters) + (the number of bias-free Linear / conv layers after it; no BN at all:
+    every layer). So c² holds for a Linear-BN-ReLU-Linear head without a last bias (our
+    `mlp(bias_last=False)`, with or without a BN-normalized backbone before it); an affine last BN
+    (lightly's SimCLR head, the authors' projector) gives c; BN(affine=False) (SimSiam, MoCo v3) gives 1.
+    A bias in a layer after the last BN (our `mlp` default, lightly's BYOL head) is divided by c once, not
+    c**k: no exact power then, near c**k where the bias is small next to W h (hidden width 2048: c² within
+    10%), less shrink where it is not (width 64: about 1/8 instead of 1/9 at c = 3). Mode 'weights' leaves
+    γ, β and biases alone: k counts the Linear / conv layers after the last BN. With torch's eps = 1e-5
+    the shrink is larger where a BN's input variance falls near eps (c = 9, see the notebook)."""
     if not isinstance(module, nn.Module):
         raise ValueError(f"module must be a torch.nn.Module; got {type(module).__name__}")
     check_positive('c', c); check_choice('mode', mode, CUT_MODES)
