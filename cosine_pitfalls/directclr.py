@@ -16,8 +16,18 @@ from .models import make_backbone
 from .train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'COLLAPSE', 'directclr_settings', 'plan_runs', 'judge_order', 'setting_table', 'bar_panel',
+__all__ = ['PROFILES', 'COLLAPSE', 'check_params', 'directclr_settings', 'plan_runs', 'judge_order', 'setting_table', 'bar_panel',
            'subvector_probe', 'spectrum_panel', 'collapsed']
+
+# %% ../nbs/04_directclr.ipynb #9499388b
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    "Check section 4's parameter values as its notebook would: every run's config (`plan_runs`), training nothing."
+    # whether the ImageFolder is there is the data's check (the notebook loads it before training), not a value's
+    p = params
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000: raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    plan_runs(dict(p, data_path=p['data_path'] or 'DATA_PATH'), [], 'unused')
 
 # %% ../nbs/04_directclr.ipynb #04a00008
 PROFILES = {
