@@ -29,6 +29,15 @@ if cfg.get('pip_requirements'): requirements += shlex.split(cfg.get('pip_require
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = (cfg.get('dev_requirements') or '').split()
+# extras (not in nbdev's stock setup.py, which knows only `dev`): every `extras_<name>` key of settings.ini is
+# an extra; a `[name]` token includes extra `name`'s list; `dev` installs every extra plus dev_requirements
+raw_extras = {k[len('extras_'):]: shlex.split(v) for k, v in cfg.items() if k.startswith('extras_')}
+def expand_extra(name, seen=()):
+    assert name in raw_extras and name not in seen, f"settings.ini: unknown or circular extra [{name}]"
+    return [r for t in raw_extras[name]
+            for r in (expand_extra(t[1:-1], seen + (name,)) if t.startswith('[') else [t])]
+extras = {name: list(dict.fromkeys(expand_extra(name))) for name in raw_extras}
+extras['dev'] = list(dict.fromkeys(sum(extras.values(), []) + dev_requirements))
 
 package_data = dict()
 pkg_data = cfg.get('package_data', None)
@@ -37,7 +46,18 @@ if pkg_data:
 # Add package data to setup_cfg for setuptools.setup(..., **setup_cfg)
 setup_cfg['package_data'] = package_data
 
+from setuptools.command.build_py import build_py
+class build_py_with_notebooks(build_py):
+    "Also copy nbs/*.ipynb into the built package as cosine_pitfalls/nbs/ (the runner's notebooks, for a wheel)."
+    def run(self):
+        super().run()
+        import glob, os, shutil
+        dest = os.path.join(self.build_lib, cfg['lib_path'], 'nbs')
+        os.makedirs(dest, exist_ok=True)
+        for f in sorted(glob.glob(os.path.join('nbs', '*.ipynb'))): shutil.copy2(f, dest)
+
 setuptools.setup(
+    cmdclass = {'build_py': build_py_with_notebooks},
     name = cfg['lib_name'],
     license = lic[0],
     classifiers = [
@@ -49,7 +69,7 @@ setuptools.setup(
     packages = setuptools.find_packages(),
     include_package_data = True,
     install_requires = requirements,
-    extras_require={ 'dev': dev_requirements },
+    extras_require=extras,
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

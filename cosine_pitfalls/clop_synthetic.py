@@ -16,8 +16,8 @@ import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import (SectionRun, check_choice, check_positive, combine_verdicts, effect_text,
-                                  judge_effect, paired_diff, set_seed)
+from .core import (SectionRun, check_choice, check_positive, combine_verdicts, holm, judge_all,
+                                  judge_claim, set_seed)
 from .evaluation import effective_rank, knn_accuracy, singular_values
 from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
                                     info_nce, make_prototypes, vicreg)
@@ -445,11 +445,10 @@ def judge_bases(a: xr.DataArray,   # metric of setting A, dims (base, seed)
                 b: xr.DataArray,   # metric of setting B, paired with `a`
                 expected: int,     # +1: the claim says A > B; −1: A < B
                 digits: int = 3,   # decimals in the text
-               ) -> dict[str, tuple[str, str]]:  # base -> (verdict, 'Δ ± s.e. (… s.e.: …)')
+               ) -> dict:         # base -> core.Part: (verdict, 'name Δ ± s.e. (p = …) → verdict')
     "Per base loss: the paired effect A − B over seeds, judged by the significance rule, and its text."
-    d, se = paired_diff(a, b)
-    return {str(k): (judge_effect(d.sel(base=k), se.sel(base=k), expected),
-                     effect_text(d.sel(base=k), se.sel(base=k), digits)) for k in a.base.values}
+    return {str(k): judge_claim(a.sel(base=k), b.sel(base=k), expected, BASE_NAMES.get(str(k), str(k)), digits)
+            for k in a.base.values}
 
 def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and the CLOP variants
                    clops: dict,      # weighting name -> CLOP variant label
@@ -468,7 +467,7 @@ def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and th
         parts['collapse'][how] = judge_bases(c.erank.sel(base=contrastive), s.erank.sel(base=contrastive), +1,
                                              2)
         cols[f'kNN acc, +CLOP {how}'] = mean_std(c.acc).to_pandas()
-        cols[f'Δ acc {how} (paired)'] = pd.Series({b: t for b, (_, t) in parts['accuracy'][how].items()})
+        cols[f'Δ acc {how} (paired)'] = pd.Series({b: p.effect for b, p in parts['accuracy'][how].items()})
         cols[f'erank ẑ, +CLOP {how}'] = mean_std(c.erank, digits=2).to_pandas()
         cols[f'class |cos|, +CLOP {how}'] = mean_std(c.class_cos, digits=2).to_pandas()
         cols[f'kNN acc on ẑ, +CLOP {how}'] = mean_std(c.acc_normalized).to_pandas()
@@ -477,9 +476,12 @@ def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and th
     return tab, parts
 
 def parts_verdict(parts: dict) -> str:
-    """The weakest verdict over every part, weighting and base of a nested `{part: {weighting: {base:
-    (verdict, text)}}}`."""
-    return combine_verdicts(v for p in parts.values() for w in p.values() for v, _ in w.values())
+    """Holm across every comparison of a nested `{part: {weighting: {base: Part}}}` (each re-judged in place
+    at its Holm level), then the weakest verdict."""
+    keys = [(p, w, b) for p in parts for w in parts[p] for b in parts[p][w]]
+    for (p, w, b), lv in zip(keys, holm([parts[p][w][b].p for p, w, b in keys])):
+        parts[p][w][b] = parts[p][w][b].at(lv)
+    return combine_verdicts(parts[p][w][b][0] for p, w, b in keys)
 
 # %% ../nbs/03_clop_synthetic.ipynb #6b11f0a2
 def lambda_parts(acc: xr.DataArray,  # kNN accuracy by variant x seed, averaged over base losses
@@ -494,18 +496,19 @@ def lambda_parts(acc: xr.DataArray,  # kNN accuracy by variant x seed, averaged 
     out = [l for l, w in zip(labels, lams) if w not in best_set]
     if inset and out:
         top = max(inset, key=mean.get)
-        wins = [judge_effect(*paired_diff(acc.sel(variant=top), acc.sel(variant=l)), +1) for l in out]
-        losses = [all(judge_effect(*paired_diff(acc.sel(variant=l), acc.sel(variant=i)), +1) == 'agree'
-                      for i in inset)
-                  for l in out]
+        wins = [judge_claim(acc.sel(variant=top), acc.sel(variant=l), +1)[0] for l in out]
+        # 'differ' needs a λ outside the set to beat every λ inside it: Holm across those comparisons
+        lp = {(l, i): judge_claim(acc.sel(variant=l), acc.sel(variant=i), +1) for l in out for i in inset}
+        lv = dict(zip(lp, holm([p.p for p in lp.values()])))
+        losses = [all(lp[(l, i)].at(lv[(l, i)])[0] == 'agree' for i in inset) for l in out]
         best_v = 'agree' if all(w == 'agree' for w in wins) else 'differ' if any(losses) else 'inconclusive'
     else: best_v = 'inconclusive'                                      # the sweep cannot test it
-    below = {l: judge_effect(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)), +1) for l in labels
+    below = {l: judge_claim(acc.sel(variant=best), acc.sel(variant=l), +1)[0] for l in labels
              if l != best}
     stable_v = 'differ' if any(v == 'agree' for v in below.values()) else 'agree'
     w_of = dict(zip(labels, lams))
     texts = ', '.join(f'λ={w_of[l]:g}: {mean[l]:.3f}' for l in labels)
     gaps = '; '.join(
-        f'best − λ={w_of[l]:g} {effect_text(*paired_diff(acc.sel(variant=best), acc.sel(variant=l)))}'
+        f'best − λ={w_of[l]:g} {judge_claim(acc.sel(variant=best), acc.sel(variant=l)).effect}'
                      for l in labels if l != best)
     return {'best': (best_v, f'{texts}; best λ={w_of[best]:g}'), 'stable': (stable_v, gaps)}

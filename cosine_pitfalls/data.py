@@ -11,23 +11,17 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import Tensor
-from torchvision import datasets as tv_datasets
-from torchvision.transforms import InterpolationMode, v2
-from torchvision.transforms.v2 import functional as TF
 
-from .core import check_choice, check_positive, get_device
+from .utils import check_choice, check_positive, get_device
 
 # %% auto #0
 __all__ = ['DATASETS', 'DEFAULT_SIZES', 'DIGITS_SPLIT_SEED', 'POLICIES', 'JITTER_OPS', 'SOLARIZE_THRESHOLD', 'POLICY_OPS',
            'RANDAUGMENT_OPS', 'SIGNED_OPS', 'AUTOAUGMENT_IMAGENET', 'POLICY_BINS', 'AUG_PRESETS', 'ImageData',
-           'channel_stats', 'resize_images', 'to_channels', 'load_dataset', 'labelled_mask', 'AugSpec', 'crop_boxes',
-           'resized_crop', 'adjust_hue', 'color_jitter', 'blur_kernel_size', 'gaussian_blur', 'solarize',
-           'policy_magnitudes', 'policy_op', 'draw_policy_params', 'apply_policy', 'draw_aug_params', 'apply_aug',
-           'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
+           'channel_stats', 'resize_images', 'to_channels', 'load_dataset', 'clear_dataset_cache', 'labelled_mask',
+           'AugSpec', 'crop_boxes', 'resized_crop', 'adjust_hue', 'color_jitter', 'blur_kernel_size', 'gaussian_blur',
+           'solarize', 'policy_magnitudes', 'policy_op', 'draw_policy_params', 'apply_policy', 'draw_aug_params',
+           'apply_aug', 'augment', 'make_views', 'eval_images', 'torchvision_pipeline']
 
 # %% ../nbs/13_data.ipynb #d7a1c0e7
 DATASETS = ('digits', 'cifar10', 'cifar100', 'stl10', 'flowers102', 'imagefolder')
@@ -111,6 +105,8 @@ DIGITS_SPLIT_SEED = 0   # the fixed seed of the digits train/test split (1437/36
 
 def _load_digits(name, root, download, size, path):
     "scikit-learn digits as uint8 (N, 1, 8, 8), with the fixed stratified split."
+    from sklearn.datasets import load_digits                 # scikit-learn: the `train` extra, imported here
+    from sklearn.model_selection import train_test_split
     d = load_digits()
     x = torch.from_numpy(np.rint(d.images * (255 / 16))).to(torch.uint8).unsqueeze(1)   # (1797, 1, 8, 8)
     y = torch.from_numpy(d.target).long()                                             # (1797,)
@@ -122,21 +118,23 @@ def _load_digits(name, root, download, size, path):
     return x[tr], y[tr], x[te], y[te], 10, desc
 
 # %% ../nbs/13_data.ipynb #d7a1c0ee
-_TV = {  # name -> (torchvision class, its folder under root, what to copy there)
-    'cifar10': (tv_datasets.CIFAR10, 'cifar-10-batches-py',
+_TV = {  # name -> (torchvision.datasets class name, its folder under root, what to copy there)
+    'cifar10': ('CIFAR10', 'cifar-10-batches-py',
                 'data_batch_1..5, test_batch and batches.meta (the extracted cifar-10-python.tar.gz)'),
-    'cifar100': (tv_datasets.CIFAR100, 'cifar-100-python',
+    'cifar100': ('CIFAR100', 'cifar-100-python',
                  'train, test and meta (the extracted cifar-100-python.tar.gz)'),
-    'stl10': (tv_datasets.STL10, 'stl10_binary',
+    'stl10': ('STL10', 'stl10_binary',
               'train_X.bin, train_y.bin, test_X.bin, test_y.bin and unlabeled_X.bin '
               '(the extracted stl10_binary.tar.gz)'),
-    'flowers102': (tv_datasets.Flowers102, 'flowers-102',
+    'flowers102': ('Flowers102', 'flowers-102',
                    'jpg/ (the extracted 102flowers.tgz), imagelabels.mat, setid.mat'),
 }
 
 def _tv_split(name: str, root: str | Path, download: bool, **kwargs):
     "One split of a torchvision dataset; missing, corrupted or undownloadable files: one FileNotFoundError."
+    from torchvision import datasets as tv_datasets          # torchvision: the `train` extra, imported here
     cls, folder, what = _TV[name]
+    cls = getattr(tv_datasets, cls)
     try:
         return cls(str(root), download=download, **kwargs)
     except (RuntimeError, OSError) as e:   # torchvision: 'Dataset not found or corrupted'; offline: URLError
@@ -163,8 +161,9 @@ def _load_stl10(name, root, download, size, path):
     desc = f"STL-10 96x96 labelled train/test (torchvision files in {Path(root)})"
     return x(tr), y(tr), x(te), y(te), 10, desc
 
-def _square_pil(img: Image.Image, size: int) -> Tensor:
+def _square_pil(img, size: int) -> Tensor:
     "A PIL image as uint8 (3, size, size): shorter side resized to `size` (antialias), centre crop."
+    from torchvision.transforms.v2 import functional as TF
     t = TF.pil_to_tensor(img.convert('RGB'))                                   # (3, h, w)
     return TF.center_crop(TF.resize(t, size, antialias=True), [size, size])
 
@@ -192,6 +191,7 @@ def _load_imagefolder(name, root, download, size, path):
     if not (base / 'train').is_dir() or test_dir is None:
         raise FileNotFoundError(f"imagefolder: {base.resolve()} must contain train/ and val/ (or test/) "
                                 f"folders of class subfolders (torchvision ImageFolder layout)")
+    from torchvision import datasets as tv_datasets
     tr, te = tv_datasets.ImageFolder(str(base / 'train')), tv_datasets.ImageFolder(str(test_dir))
     if tr.classes != te.classes:
         raise ValueError(f"imagefolder: train/ and {test_dir.name}/ must have the same class folders; "
@@ -211,8 +211,10 @@ def load_dataset(name: str,                  # one of DATASETS
                  channels: int | None = None,    # 1 or 3; default 1 for digits, 3 otherwise
                  path: str | Path | None = None,  # imagefolder only: folder with train/ and val/ (or test/)
                  device: str | torch.device = 'cpu',  # where the tensors live ('auto', 'cpu', 'cuda', ...)
+                 cache: bool = True,         # keep the decoded data for the next call with the same arguments
                 ) -> ImageData:
     "Load a labelled dataset as uint8 tensors `(N, C, S, S)` on `device`, with its training mean and std."
+    if not isinstance(cache, bool): raise ValueError(f"cache must be True or False; got {cache!r}")
     check_choice('name', name, DATASETS)
     if not isinstance(download, bool): raise ValueError(f"download must be True or False; got {download!r}")
     bad_size = not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1
@@ -227,6 +229,9 @@ def load_dataset(name: str,                  # one of DATASETS
     dev = get_device(device)
     size = DEFAULT_SIZES[name] if image_size is None else image_size
     c = channels or (1 if name == 'digits' else 3)
+    key = (name, str(Path(root).expanduser().resolve()), size, c,
+           None if path is None else str(Path(path).expanduser().resolve()))
+    if cache and key in _DATASET_CACHE: return _DATASET_CACHE[key].to(dev)
     xtr, ytr, xte, yte, k, desc = _LOADERS[name](name, root, download, size, path)
     native = tuple(xtr.shape[-2:])
     xtr, xte = to_channels(resize_images(xtr, size), c), to_channels(resize_images(xte, size), c)
@@ -234,7 +239,15 @@ def load_dataset(name: str,                  # one of DATASETS
            'upsampled (bilinear) to' if native[0] < size else 'downsampled (bilinear, antialias) to')
     mean, std = channel_stats(xtr)
     source = f"{desc}; {how} {size}x{size}x{c}; {len(ytr)} train / {len(yte)} test images, {k} classes"
-    return ImageData(name, xtr, ytr, xte, yte, k, mean, std, source).to(dev)
+    data = ImageData(name, xtr, ytr, xte, yte, k, mean, std, source)
+    if cache: _DATASET_CACHE[key] = data          # on the CPU: a sweep decodes each dataset once per process
+    return data.to(dev)
+
+_DATASET_CACHE: dict = {}   # (name, root, size, channels, path) -> ImageData on the CPU
+
+def clear_dataset_cache() -> None:
+    "Forget every dataset `load_dataset` kept (frees their memory)."
+    _DATASET_CACHE.clear()
 
 # %% ../nbs/13_data.ipynb #d7a1c0ff
 def _check_generator(generator, device: torch.device, what: str = 'x') -> None:
@@ -496,15 +509,20 @@ def policy_magnitudes(num_bins: int,  # magnitude bins: 31 (RandAugment) or 10 (
     return torch.stack([rows.get(op, torch.zeros(num_bins)) for op in POLICY_OPS])
 
 # %% ../nbs/13_data.ipynb #d7a1c304
-_NEAREST = InterpolationMode.NEAREST   # the interpolation of torchvision's RandAugment and AutoAugment
+def _tf():   # torchvision's v2 functionals, imported at the first policy operation (not with the module)
+    from torchvision.transforms.v2 import functional as TF
+    return TF
+
+def _nearest():   # the interpolation of torchvision's RandAugment and AutoAugment
+    return _tf().InterpolationMode.NEAREST
 
 def _shear(x, sx, sy):   # shear angles in degrees, about the top-left corner; outside the image: 0
-    return TF.affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[sx, sy], interpolation=_NEAREST,
-                     fill=None, center=[0, 0])
+    return _tf().affine(x, angle=0.0, translate=[0, 0], scale=1.0, shear=[sx, sy], interpolation=_nearest(),
+                        fill=None, center=[0, 0])
 
 def _translate(x, tx, ty):   # whole pixels; outside the image: 0
-    return TF.affine(x, angle=0.0, translate=[tx, ty], scale=1.0, shear=[0.0, 0.0], interpolation=_NEAREST,
-                     fill=None)
+    return _tf().affine(x, angle=0.0, translate=[tx, ty], scale=1.0, shear=[0.0, 0.0],
+                        interpolation=_nearest(), fill=None)
 
 _POLICY_FNS = {   # (uint8 batch, signed magnitude) -> uint8 batch
     'Identity': lambda x, m: x,
@@ -512,16 +530,16 @@ _POLICY_FNS = {   # (uint8 batch, signed magnitude) -> uint8 batch
     'ShearY': lambda x, m: _shear(x, 0.0, math.degrees(math.atan(m))),
     'TranslateX': lambda x, m: _translate(x, int(m), 0),
     'TranslateY': lambda x, m: _translate(x, 0, int(m)),
-    'Rotate': lambda x, m: TF.rotate(x, m, interpolation=_NEAREST, fill=None),
-    'Brightness': lambda x, m: TF.adjust_brightness(x, 1.0 + m),
-    'Color': lambda x, m: x if x.shape[1] == 1 else TF.adjust_saturation(x, 1.0 + m),
-    'Contrast': lambda x, m: TF.adjust_contrast(x, 1.0 + m),
-    'Sharpness': lambda x, m: TF.adjust_sharpness(x, 1.0 + m),
-    'Posterize': lambda x, m: TF.posterize(x, int(m)),
-    'Solarize': lambda x, m: TF.solarize(x, 255 * m),     # m: threshold as a fraction of 255
-    'AutoContrast': lambda x, m: TF.autocontrast(x),
-    'Equalize': lambda x, m: TF.equalize(x),
-    'Invert': lambda x, m: TF.invert(x),
+    'Rotate': lambda x, m: _tf().rotate(x, m, interpolation=_nearest(), fill=None),
+    'Brightness': lambda x, m: _tf().adjust_brightness(x, 1.0 + m),
+    'Color': lambda x, m: x if x.shape[1] == 1 else _tf().adjust_saturation(x, 1.0 + m),
+    'Contrast': lambda x, m: _tf().adjust_contrast(x, 1.0 + m),
+    'Sharpness': lambda x, m: _tf().adjust_sharpness(x, 1.0 + m),
+    'Posterize': lambda x, m: _tf().posterize(x, int(m)),
+    'Solarize': lambda x, m: _tf().solarize(x, 255 * m),     # m: threshold as a fraction of 255
+    'AutoContrast': lambda x, m: _tf().autocontrast(x),
+    'Equalize': lambda x, m: _tf().equalize(x),
+    'Invert': lambda x, m: _tf().invert(x),
 }
 
 def policy_op(x: Tensor,         # uint8 images, (B, C, H, W), C in (1, 3)
@@ -686,16 +704,18 @@ def apply_aug(x: Tensor,              # uint8 images, (B, C, H, W)
               spec: AugSpec,          # the policy the parameters were drawn for
               mean: tuple,            # per-channel mean, [0, 1] units
               std: tuple,             # per-channel std, [0, 1] units
+              sync_free: bool | None = None,  # policy and jitter without host syncs; None: True on CUDA
              ) -> Tensor:             # (B, C, S, S) float32, normalized
     "Apply drawn parameters: policy, crop + flip + resize, jitter, gray, blur, solarize, normalize."
     B, C, H, W = x.shape
     m, s = _norm_params(mean, std, C, x.device)
     size = (spec.size, spec.size) if spec.size is not None else (H, W)
     p = {k: v.to(x.device) for k, v in params.items()}
-    if spec.policy: x = apply_policy(x, p, spec)                                # uint8, before the crop
+    if spec.policy: x = apply_policy(x, p, spec, sync_free)                                # uint8, before the crop
     y = resized_crop(x.float().div_(255), p['box'], size, p['flip'])            # (B, C, S, S) in [0, 1]
     ops = (spec.brightness > 0, spec.contrast > 0, spec.saturation > 0 and C == 3, spec.hue > 0 and C == 3)
-    if spec.jitter_p > 0 and any(ops): y = color_jitter(y, p['factors'], p['order'], p['jitter'], ops)
+    if spec.jitter_p > 0 and any(ops): y = color_jitter(y, p['factors'], p['order'], p['jitter'], ops,
+                                                             sync_free)
     if spec.gray_p > 0 and C == 3: y = torch.where(p['gray'].view(-1, 1, 1, 1), _gray(y).expand_as(y), y)
     if spec.blur_p > 0: y = gaussian_blur(y, p['sigma'], p['blur'], blur_kernel_size(min(size)))
     if spec.solarize_p > 0: y = solarize(y, p['solarize'])
@@ -706,13 +726,15 @@ def augment(x: Tensor,          # uint8 images, (B, C, H, W), C in (1, 3)
             generator: torch.Generator,  # random source on x's device (its state is what a checkpoint saves)
             mean: tuple,        # per-channel mean, [0, 1] units (ImageData.mean)
             std: tuple,         # per-channel std, [0, 1] units (ImageData.std)
+            sync_free: bool | None = None,  # policy and jitter without host syncs; None: True on CUDA
            ) -> Tensor:         # (B, C, S, S) float32, normalized; S = spec.size or the input's H x W
     "One augmented view of a batch, every sample with its own random parameters; no loop over samples."
     _check_uint8_images(x)
     if not isinstance(spec, AugSpec): raise ValueError(f"spec must be an AugSpec; got {type(spec).__name__}")
     _check_generator(generator, x.device)
     _norm_params(mean, std, x.shape[1], 'cpu')
-    return apply_aug(x, draw_aug_params(x.shape[0], x.shape[2], x.shape[3], spec, generator), spec, mean, std)
+    return apply_aug(x, draw_aug_params(x.shape[0], x.shape[2], x.shape[3], spec, generator), spec, mean, std,
+                     sync_free)
 
 # %% ../nbs/13_data.ipynb #d7a1c11d
 _MARGINS_STRONG = AugSpec(scale=(0.2, 1.0), blur_p=0.5)             # ReSSL's strong (student) view
@@ -741,6 +763,7 @@ def make_views(x: Tensor,          # uint8 images, (B, C, H, W)
                generator: torch.Generator,  # random source on x's device
                mean: tuple,        # per-channel mean, [0, 1] units
                std: tuple,         # per-channel std, [0, 1] units
+               sync_free: bool | None = None,  # policy and jitter without host syncs; None: True on CUDA
               ) -> list[Tensor]:   # one (B, C, S, S) float32 view per policy
     "The augmented views of a batch, one per policy of the preset, drawn one after the other."
     if isinstance(preset, str): specs = AUG_PRESETS[check_choice('preset', preset, AUG_PRESETS)]
@@ -749,7 +772,7 @@ def make_views(x: Tensor,          # uint8 images, (B, C, H, W)
     else: raise ValueError(f"preset must be one of {', '.join(map(repr, AUG_PRESETS))} "
                            f"or a tuple of AugSpecs; "
                            f"got {preset!r}")
-    return [augment(x, s, generator, mean, std) for s in specs]
+    return [augment(x, s, generator, mean, std, sync_free) for s in specs]
 
 # %% ../nbs/13_data.ipynb #d7a1c202
 def eval_images(x: Tensor,              # uint8 images, (B, C, H, W)
@@ -779,6 +802,7 @@ def torchvision_pipeline(spec: AugSpec,   # the policy
     if not isinstance(s, int) or isinstance(s, bool) or s < 1:
         raise ValueError(f"size must be a positive integer (the input's side) when spec.size is None; "
                          f"got {size!r}")
+    from torchvision.transforms import v2                      # torchvision: the `train` extra
     policy = {'': [], 'autoaugment': [v2.AutoAugment(v2.AutoAugmentPolicy.IMAGENET)],
               'randaugment': [v2.RandAugment(num_ops=spec.policy_ops, magnitude=spec.policy_magnitude,
                                              num_magnitude_bins=POLICY_BINS['randaugment'])]}[spec.policy]

@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .core import judge_claim, judge_seeds
+from .core import judge_claim, judge_seeds, parse_numbers
+from .train import TrainConfig, sweep_configs
 
 # %% auto #0
 __all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'BEST_WD_T1', 'PAPER_TRAIN_IMAGES',
-           'CUT_SIGNS', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'ms', 'chance_band',
-           'judge_collapse', 'table1_parts', 'paper_epoch', 'judge_small', 'cut_grid_parts', 'heatmap',
+           'CUT_SIGNS', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'data_needs', 'plan_runs', 'ms',
+           'chance_band', 'judge_collapse', 'table1_parts', 'paper_epoch', 'judge_small', 'cut_grid_parts', 'heatmap',
            'antipodal_concentration', 'pair_panel']
 
 # %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
@@ -164,6 +165,49 @@ def regroup(ds: xr.Dataset,        # the sweep's result: dims setting, seed, epo
     sub = ds.sel(setting=list(m.index))
     mi = pd.MultiIndex.from_frame(m[dims].reset_index(drop=True))
     return sub.assign_coords(xr.Coordinates.from_pandas_multiindex(mi, 'setting')).unstack('setting')
+
+# %% ../nbs/05a_embedding_norms.ipynb #e7a5ed7f
+def data_needs(p: dict,      # the notebook's parameters (`SectionRun.params`)
+               ids: list,    # the result IDs asked for
+              ) -> tuple[dict, dict, set]:  # roles, dataset -> load_dataset fields, the datasets used
+    "The datasets the requested results train on, and how each is loaded (image side, ImageFolder root)."
+    roles = role_datasets(p['dataset'], p['dataset_c100'], p['dataset_in100'], p['dataset_flowers'])
+    try: sizes = {k.strip(): int(v) for k, v in (q.split(':') for q in p['image_sizes'].split(',') if q.strip())}
+    except ValueError:
+        raise ValueError(f"image_sizes must look like 'imagefolder:224,flowers102:96'; "
+                         f"got {p['image_sizes']!r}") from None
+    data_kw = {d: dict(image_size=sizes.get(d, p['image_size'] or None),
+                       data_path=p['data_path'] or None if d == 'imagefolder' else None)
+               for d in set(filter(None, roles.values()))}
+    used = {d for i in ids for g in ID_GROUPS[i] for d in group_datasets(g, roles)}
+    return roles, data_kw, used
+
+def plan_runs(p: dict, ids: list,    # the notebook's parameters, the result IDs asked for
+              train_dir: str | Path,  # the runs go to runs/<run id>/ below it
+              n_train: dict,          # dataset -> training images (lee's steps -> epochs)
+             ) -> dict:  # roles, data_kw, used, settings, meta, seeds, base, runs ((coords, TrainConfig) each)
+    "Every training run of the requested results, validated, nothing trained: the notebook's and the preflight's plan."
+    P = dict(wd=p['wd'], wds=parse_numbers(p['wds'], 'wds'), epochs=p['epochs'],
+             epochs_t3=parse_numbers(p['epochs_t3'], 'epochs_t3', int), cuts=parse_numbers(p['cuts'], 'cuts'),
+             wds_t5=parse_numbers(p['wds_t5'], 'wds_t5'), wds_t6=parse_numbers(p['wds_t6'], 'wds_t6'),
+             cuts_f5=parse_numbers(p['cuts_f5'], 'cuts_f5'),
+             batch_sizes=parse_numbers(p['batch_sizes'], 'batch_sizes', int),
+             **{k: p[k] for k in ('vrns_weight', 'pairs_kept', 'eval_every', 'lee_steps', 'batch_size')})
+    if 1.0 not in P['cuts'] or 1.0 not in P['cuts_f5']:
+        raise ValueError('cuts and cuts_f5 must include c = 1 (the default to compare with)')
+    if 0.0 not in P['wds']: raise ValueError('wds must include 0 (no weight decay)')
+    roles, data_kw, used = data_needs(p, ids)
+    settings, meta = settings_5a(ids, roles, data_kw=data_kw, n_train=n_train, **P)
+    seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'], backbone=p['backbone'],
+                       width=p['width'], epochs=p['epochs'], steps_per_epoch=p['steps_per_epoch'],
+                       batch_size=p['batch_size'], optimizer='sgd', lr=p['lr'], momentum=0.9,
+                       weight_decay=p['wd'], head_width=p['head_width'], head_out=p['head_out'], eval_every=0,
+                       record_init=True, knn_features='embedding', queue_size=p['queue_size'],
+                       dino_out=p['dino_out'], diag_samples=p['diag_samples'], show_progress=False,
+                       **data_kw[p['dataset']])
+    return dict(roles=roles, data_kw=data_kw, used=used, settings=settings, meta=meta, seeds=seeds, base=base,
+                runs=sweep_configs(base, {}, seeds, train_dir, settings=settings))
 
 # %% ../nbs/05a_embedding_norms.ipynb #13b00142
 def ms(x: xr.DataArray, digits: int = 3, dim: str = 'seed') -> str:

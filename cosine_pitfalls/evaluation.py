@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['METRICS', 'WEIGHTINGS', 'knn_scores', 'knn_predict', 'knn_majority', 'knn_weighted', 'knn_accuracy', 'topk_hits',

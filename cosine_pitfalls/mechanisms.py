@@ -12,12 +12,31 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from .core import check_choice, check_positive
-from .losses import check_views
+from .utils import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['ATTENUATIONS', 'TERMS', 'GradScale', 'curvature_weight', 'margin_logits', 'soft_cross_entropy', 'nt_xent_anchors',
-           'nt_xent', 'dist_info', 'gather_with_grad']
+__all__ = ['ATTENUATIONS', 'TERMS', 'check_views', 'GradScale', 'curvature_weight', 'margin_logits', 'soft_cross_entropy',
+           'margin_cross_entropy', 'nt_xent_anchors', 'nt_xent', 'dist_info', 'gather_with_grad']
+
+# %% ../nbs/15_mechanisms.ipynb #50598114
+def check_views(z1: Tensor,  # embeddings of the first view, (*b, n, d)
+                z2: Tensor,  # embeddings of the second view, same shape
+                min_n: int = 2,  # fewest samples the loss needs
+                names: tuple[str, str] = ('z1', 'z2'),  # the arguments' names, for the error messages
+               ) -> None:
+    "Raise a `ValueError` unless `z1` and `z2` are two floating tensors of one shape `(*b, n, d)` with `n >= min_n`."
+    a, b = names
+    for name, z in ((a, z1), (b, z2)):
+        if not isinstance(z, Tensor) or not z.is_floating_point():
+            raise ValueError(
+                f"{name} must be a floating-point torch.Tensor of shape (*b, n, d); got {type(z).__name__}"
+                             + (f" of dtype {z.dtype}" if isinstance(z, Tensor) else ''))
+        if z.dim() < 2: raise ValueError(f"{name} must have shape (*b, n, d); got shape {tuple(z.shape)}")
+    if z1.shape != z2.shape:
+        raise ValueError(f"{a} and {b} must have the same shape; got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[-2] < min_n:
+        raise ValueError(
+            f"the loss needs at least {min_n} samples per view (n = {a}.shape[-2]); got {z1.shape[-2]}")
 
 # %% ../nbs/15_mechanisms.ipynb #15a00007
 ATTENUATIONS = (None, 'I', 'II')
@@ -106,19 +125,29 @@ def _grad_weights(cos: Tensor, p: Tensor, tau: float, spec: GradScale) -> Tensor
     return (1 - p) + p * w
 
 # %% ../nbs/15_mechanisms.ipynb #15a00011
-def _check_targets(name: str, x: Tensor, p: Tensor) -> None:
-    "Raise a `ValueError` unless `x: (..., K)` is floating and `p` holds broadcastable targets summing to 1."
+def _check_targets(name: str, x: Tensor, p: Tensor, validate: bool = True) -> Tensor:
+    "Dense targets `(..., K)` on `x`'s device and dtype from integer class indices `(...)` or soft / one-hot `p`."
     if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() < 1:
         raise ValueError(f"{name} must be a floating-point tensor of shape (..., K); got "
                          f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
-    if not isinstance(p, Tensor) or p.dim() < 1 or p.shape[-1] != x.shape[-1]:
-        raise ValueError(f"p must be a tensor of targets (..., K) with K = {name}.shape[-1] = {x.shape[-1]}; "
-                         f"got {tuple(getattr(p, 'shape', ()))}")
+    K = x.shape[-1]
+    if isinstance(p, Tensor) and not p.is_floating_point() and p.dtype != torch.bool:   # class indices
+        if p.shape != x.shape[:-1]:
+            raise ValueError(f"integer targets must have shape {name}.shape[:-1] = {tuple(x.shape[:-1])} "
+                             f"(one class index per anchor); got {tuple(p.shape)}")
+        if validate and p.numel() and (int(p.min()) < 0 or int(p.max()) >= K):
+            raise ValueError(f"integer targets must lie in 0 .. {K - 1} ({name}.shape[-1] - 1); "
+                             f"got {int(p.min())} .. {int(p.max())}")
+        return (p.to(x.device).unsqueeze(-1) == torch.arange(K, device=x.device)).to(x.dtype)   # (..., K)
+    if not isinstance(p, Tensor) or p.dim() < 1 or p.shape[-1] != K:
+        raise ValueError(f"p must be a tensor of targets (..., K) with K = {name}.shape[-1] = {K}, or integer "
+                         f"class indices of shape {tuple(x.shape[:-1])}; got {tuple(getattr(p, 'shape', ()))}")
     try: torch.broadcast_shapes(x.shape, p.shape)
     except RuntimeError:
         raise ValueError(f"p {tuple(p.shape)} must broadcast with {name} {tuple(x.shape)}") from None
-    if bool((p < 0).any()) or not bool(((p.double().sum(-1) - 1).abs() <= 1e-5).all()):
+    if validate and (bool((p < 0).any()) or not bool(((p.double().sum(-1) - 1).abs() <= 1e-5).all())):
         raise ValueError("p must be non-negative and sum to 1 over its last dimension (one anchor's targets)")
+    return p.to(device=x.device, dtype=x.dtype)
 
 def _logits(cos: Tensor, p: Tensor, tau: float, spec: GradScale | None) -> Tensor:
     "`margin_logits` without the checks (for callers that built `p` themselves)."
@@ -129,20 +158,25 @@ def _logits(cos: Tensor, p: Tensor, tau: float, spec: GradScale | None) -> Tenso
     with torch.no_grad(): w = _grad_weights(cos.detach(), p, tau, spec)                   # sg(·)
     return _scale_grad(cos / tau, w)                                                      # Algs. 3–6
 
+# %% ../nbs/15_mechanisms.ipynb #7d50f872
 def margin_logits(cos: Tensor,          # (..., K) cosine similarities of each anchor to its K candidates
-                  p: Tensor,            # (..., K) broadcastable targets ≥ 0 summing to 1 (one-hot: positive)
+                  p: Tensor,            # (..., K) targets ≥ 0 summing to 1 (one-hot: positive), or (...) int
                   tau: float,           # temperature τ > 0
                   spec: GradScale | None = None,  # the trick; None (or inactive): Alg. 1
+                  validate: bool = True,  # check the values (host syncs); False inside a compiled / GPU step
                  ) -> Tensor:           # (..., K) logits; Algs. 3–6 return cos/τ exactly, only gradients move
     "Logits of margins App. E: Alg. 1 (cos/τ), Alg. 2 (margins, Eq. 4), or a gradient scaling (Algs. 3–6)."
-    _check_targets('cos', cos, p); check_positive('tau', tau)
+    p = _check_targets('cos', cos, p, validate); check_positive('tau', tau)
     if spec is not None and not isinstance(spec, GradScale):
         raise ValueError(f"spec must be a GradScale or None; got {type(spec).__name__}")
-    if bool((cos.abs() > 1 + 1e-4).any()): raise ValueError("cos must hold cosine similarities, in [-1, 1]")
-    if spec is not None and spec.algorithm in (5, 6) and not bool(((p == 0) | (p == 1)).all()):
+    if validate and bool((cos.abs() > 1 + 1e-4).any()):
+        raise ValueError(f"cos must hold cosine similarities, in [-1, 1]; got values up to "
+                         f"{float(cos.abs().max()):.3g}: pass the cosines and the temperature tau separately, "
+                         f"not logits already divided by τ (or scaled by a logit scale)")
+    if validate and spec is not None and spec.algorithm in (5, 6) and not bool(((p == 0) | (p == 1)).all()):
         raise ValueError("attenuation (Algs. 5–6) needs one-hot targets p: Eq. 12 and Alg. 5 differ, and "
                          "p − αq̃ can vanish, for soft targets (Lemma 4.3 assumes p in {0, 1})")
-    return _logits(cos, p.to(device=cos.device, dtype=cos.dtype), tau, spec)
+    return _logits(cos, p, tau, spec)
 
 # %% ../nbs/15_mechanisms.ipynb #15a00013
 def _soft_ce(logits: Tensor, p: Tensor) -> Tensor:
@@ -150,11 +184,33 @@ def _soft_ce(logits: Tensor, p: Tensor) -> Tensor:
     return -torch.where(p > 0, p * torch.log_softmax(logits, -1), 0.0).sum(-1)
 
 def soft_cross_entropy(logits: Tensor,  # (..., K)
-                       p: Tensor,       # (..., K) targets, broadcastable, ≥ 0, summing to 1
+                       p: Tensor,       # (..., K) targets ≥ 0 summing to 1 (broadcastable), or (...) class indices
+                       validate: bool = True,  # check the targets' values (a host sync)
                       ) -> Tensor:      # (...,) −Σₖ pₖ log softmax(logits)ₖ
     "Cross-entropy with soft targets: margins Eq. 5 with β = 1 (Eq. 3 on plain logits)."
-    _check_targets('logits', logits, p)
-    return _soft_ce(logits, p.to(device=logits.device, dtype=logits.dtype))
+    return _soft_ce(logits, _check_targets('logits', logits, p, validate))
+
+# %% ../nbs/15_mechanisms.ipynb #248e8af3
+def margin_cross_entropy(cos: Tensor,     # (n, K) cosines of each anchor to its K candidates
+                         target: Tensor,  # (n,) integer index of the positive, or (n, K) one-hot / soft targets
+                         tau: float,      # temperature τ > 0
+                         spec: GradScale | None = None,  # margins (Alg. 2) or a gradient scaling (Algs. 3–6)
+                         bank_cos: Tensor | None = None,  # (n, M) cosines to a memory bank's negatives
+                         reduction: str = 'mean',  # 'mean', 'sum' or 'none' over the anchors
+                         validate: bool = True,    # check values (host syncs); False inside a training step
+                        ) -> Tensor:      # () or (n,)
+    "Cross-entropy of margins' logits (App. E) from a cosine matrix, integer or soft targets, optional bank."
+    check_choice('reduction', reduction, ('mean', 'sum', 'none'))
+    p = _check_targets('cos', cos, target, validate)                       # (n, K) dense
+    if bank_cos is not None:
+        if not isinstance(bank_cos, Tensor) or bank_cos.shape[:-1] != cos.shape[:-1]:
+            raise ValueError(f"bank_cos must be the cosines (n, M) of the anchors to the bank, with n = "
+                             f"{tuple(cos.shape[:-1])}; got {tuple(getattr(bank_cos, 'shape', ()))}")
+        p = p.expand(cos.shape)
+        cos = torch.cat([cos, bank_cos.to(cos.dtype)], -1)                   # (n, K + M)
+        p = torch.cat([p, p.new_zeros(*p.shape[:-1], bank_cos.shape[-1])], -1)
+    per = _soft_ce(margin_logits(cos, p, tau, spec, validate), p)          # (n,)
+    return per.mean() if reduction == 'mean' else per.sum() if reduction == 'sum' else per
 
 # %% ../nbs/15_mechanisms.ipynb #15a00026
 TERMS = ('both', 'attraction', 'repulsion')

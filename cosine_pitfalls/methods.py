@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
                                    make_prototypes, vicreg)
 from .mechanisms import (GradScale, dist_info, gather_with_grad, margin_logits,
@@ -21,8 +21,11 @@ from .similarity_losses import vrns_loss
 
 # %% auto #0
 __all__ = ['METHODS', 'CONTRASTIVE', 'EMA_METHODS', 'SIMCLR_TERMS', 'PUBLISHED', 'MethodConfig', 'DinoHead', 'make_heads',
-           'contrastive_loss', 'two_view_contrast', 'supcon_loss', 'dino_loss', 'MethodOutput', 'ema_momentum',
-           'SSLMethod']
+           'MethodOutput', 'ema_momentum', 'SSLMethod']
+
+# %% ../nbs/16_methods.ipynb #375c417c
+from .losses import (DCL, BYOLLoss, BarlowTwins, DINOLoss, InfoNCE, MoCoLoss, MoCoV3Loss,
+                                    NegativeCosine, SupCon, VICReg, upcast)
 
 # %% ../nbs/16_methods.ipynb #16a00006
 METHODS = ('simclr', 'dcl', 'supcon', 'moco_v2', 'moco_v3', 'byol', 'simsiam', 'dino', 'barlow_twins',
@@ -189,76 +192,6 @@ def make_heads(cfg: MethodConfig,        # the method and its head sizes
                 else max(1, cfg.head_width // (4 if cfg.method == 'simsiam' else 1)))
     return proj, mlp(out, p_hidden, out, n_layers=2)
 
-# %% ../nbs/16_methods.ipynb #16a00014
-def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
-                     keys: Tensor,       # candidates, (M, d), ℓ2-normalized
-                     pos: Tensor,        # (n,) index of each anchor's positive in keys
-                     # (n,) index of the anchor itself in keys (masked out), or None
-                     self_idx: Tensor | None = None,
-                     tau: float = 0.5,   # temperature
-                     spec: GradScale | None = None,   # margins' gradient scaling (None: plain logits)
-                     terms: str = 'both',             # 'both', 'attraction' or 'repulsion'
-                     decoupled: bool = False,         # DCL: the positive leaves the denominator
-                    ) -> Tensor:         # scalar: the mean over anchors
-    "InfoNCE of anchors against keys through the margins' logits; the core of SimCLR, DCL, DirectCLR and MoCo."
-    cos = q @ keys.T                                                       # (n, M)
-    n, M = cos.shape
-    rows = torch.arange(n, device=q.device)
-    if self_idx is not None:  # drop each anchor's own column: it is no candidate (Algs. 4, 5 sum rows)
-        cols = torch.arange(M - 1, device=q.device).expand(n, -1)
-        cols = cols + (cols >= self_idx[:, None]).long()                   # (n, M−1)
-        cos, pos = cos.gather(1, cols), pos - (pos > self_idx).long()
-    p = torch.zeros_like(cos); p[rows, pos] = 1.0
-    logits = cos / tau if spec is None or not spec.active else margin_logits(cos, p, tau, spec)
-    if terms == 'attraction': return -(logits[rows, pos]).mean()
-    den = logits.masked_fill(p.bool(), float('-inf')) if decoupled else logits
-    lse = torch.logsumexp(den, dim=-1)                                     # (n,)
-    if terms == 'repulsion': return lse.mean()
-    return (lse - logits[rows, pos]).mean()
-
-def two_view_contrast(z1: Tensor, z2: Tensor,  # the two views' embeddings on this process, (n, d) each
-                      tau: float, spec: GradScale | None = None, terms: str = 'both', decoupled: bool = False,
-                     ) -> Tensor:               # scalar
-    "SimCLR's NT-Xent over the 2N embeddings of every process: local anchors, gathered keys (positive = other view)."
-    h = F.normalize(torch.cat([z1, z2]), dim=-1)                           # (2n, d)
-    keys = gather_with_grad(h)                                             # (W·2n, d), process-major
-    rank, _ = dist_info(); n = z1.shape[0]
-    i = torch.arange(2 * n, device=h.device)
-    own = rank * 2 * n + i  # (2n,) each anchor's own row in keys
-    pos = rank * 2 * n + (i + n) % (2 * n)                                 # the other view of the same image
-    return contrastive_loss(h, keys, pos, own, tau, spec, terms, decoupled)
-
-# %% ../nbs/16_methods.ipynb #16a00018
-def supcon_loss(z1: Tensor, z2: Tensor,  # the two views' embeddings, (n, d) each
-                labels: Tensor,          # (n,) class index, −1 where unlabelled
-                tau: float = 0.1,        # temperature
-               ) -> Tensor:              # scalar
-    "Supervised contrastive loss (L_out) over the 2N embeddings of every process; unlabelled: their other view only."
-    h = F.normalize(torch.cat([z1, z2]), dim=-1)                           # (2n, d)
-    keys = gather_with_grad(h)                                             # (W·2n, d)
-    lab = gather_with_grad(torch.cat([labels, labels]).float()).long()     # (W·2n,), no gradient flows
-    rank, _ = dist_info(); n = z1.shape[0]
-    i = torch.arange(2 * n, device=h.device)
-    own, other = rank * 2 * n + i, rank * 2 * n + (i + n) % (2 * n)
-    mine = torch.cat([labels, labels])                                     # (2n,)
-    pos = (mine[:, None] == lab[None, :]) & (mine[:, None] >= 0)           # (2n, M) same known class
-    pos[i, other] = True; pos[i, own] = False
-    self_mask = torch.zeros_like(pos); self_mask[i, own] = True
-    logits = (h @ keys.T / tau).masked_fill(self_mask, float('-inf'))
-    logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
-    return -(logp.masked_fill(~pos, 0).sum(-1) / pos.sum(-1)).mean()
-
-def dino_loss(student: list[Tensor],  # student outputs of each view, (n, K) each
-              teacher: list[Tensor],  # teacher outputs of each view (no gradient), (n, K) each
-              center: Tensor,         # (K,) the teacher's running centre
-              student_temp: float = 0.1, teacher_temp: float = 0.04,
-             ) -> Tensor:             # scalar: mean over the pairs of different views
-    "DINO's cross-entropy between the centred, sharpened teacher and the student, over pairs of different views."
-    t = [F.softmax((x - center) / teacher_temp, dim=-1) for x in teacher]
-    s = [F.log_softmax(x / student_temp, dim=-1) for x in student]
-    pairs = [(a, b) for a in range(len(s)) for b in range(len(t)) if a != b]
-    return sum(-(t[b] * s[a]).sum(-1).mean() for a, b in pairs) / len(pairs)
-
 # %% ../nbs/16_methods.ipynb #16a00022
 @dataclass
 class MethodOutput:
@@ -267,10 +200,6 @@ class MethodOutput:
     terms: dict                  # name -> scalar tensor (detached), for the diagnostics
     r: tuple                     # backbone representations of the views, (B, feat_dim) each
     z: tuple                     # embeddings the loss compares (projector outputs), (B, d) each
-
-def _fp32(t: Tensor) -> Tensor:
-    "Half-precision tensors (bf16 / fp16 under autocast) up to fp32; fp32 and fp64 stay as they are."
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 def ema_momentum(base: float,      # m₀
                  progress: float,  # share of training done, in [0, 1]
@@ -299,21 +228,34 @@ class SSLMethod(nn.Module):
             self.target = nn.ModuleDict(dict(backbone=copy.deepcopy(backbone),
                                              projector=copy.deepcopy(self.projector)))
             for p in self.target.parameters(): p.requires_grad_(False)
-        if cfg.method == 'moco_v2':
-            d = self.projector.out_dim
-            self.register_buffer('queue',
-                                 F.normalize(torch.randn(cfg.queue_size, d, generator=generator), dim=-1))
-            self.register_buffer('queue_ptr', torch.zeros((), dtype=torch.long))
-        if cfg.method == 'dino': self.register_buffer('center', torch.zeros(cfg.dino_out))
+        self.spec = cfg.grad_scale()
+        self.objective = self._objective(generator)      # the method's loss module (MoCo's queue, DINO's centre)
         if cfg.clop_weight > 0:
             d = cfg.d0 if cfg.method == 'directclr' else self.projector.out_dim  # the width the loss compares
             self.register_buffer('prototypes',
                                  make_prototypes(cfg.clop_prototypes, num_classes, d, generator))
-        self.spec = cfg.grad_scale()
         self.subset_gen = None
         if cfg.random_subset:
             self.subset_gen = torch.Generator().manual_seed(
                 int(torch.randint(0, 2**31, (1,), generator=generator)))
+
+    def _objective(self, generator: torch.Generator | None) -> nn.Module:
+        "The method's loss as a `losses` module, in the conventions the companion trains with."
+        cfg, m, tau = self.cfg, self.cfg.method, self.cfg.resolved('temperature')
+        if m == 'simclr': return InfoNCE(tau, self.spec, cfg.simclr_terms, gather=True)
+        if m == 'dcl': return DCL(tau, self.spec, gather=True)
+        if m == 'directclr': return InfoNCE(tau, gather=True)          # on the sub-vector r[:d0] (forward)
+        if m == 'supcon': return SupCon(tau, gather=True)
+        if m == 'moco_v2':                                              # the queue: after the target, as before
+            return MoCoLoss(tau, cfg.queue_size, self.projector.out_dim, self.spec, gather=True,
+                            generator=generator)
+        if m == 'moco_v3': return MoCoV3Loss(tau, factor=1.0, spec=self.spec, gather=True)   # × τ in _ssl_loss
+        if m == 'byol': return BYOLLoss('mean', self.spec)
+        if m == 'simsiam': return NegativeCosine('mean')
+        if m == 'dino':
+            return DINOLoss(cfg.dino_out, tau, cfg.dino_teacher_temp, cfg.dino_center_momentum, gather=True)
+        if m == 'barlow_twins': return BarlowTwins(cfg.bt_lambda, gather=True)
+        return VICReg(*cfg.vicreg_weights, gather=True)
 
     @property
     def ema_schedule(self) -> str: return 'constant' if self.cfg.method == 'moco_v2' else 'cosine'
@@ -370,8 +312,8 @@ class SSLMethod(nn.Module):
         r1, r2, z1, z2 = *r.split(n), *z.split(n)
         net = self._networks(views, z1, z2)
         with torch.autocast(z.device.type, enabled=False):  # similarities and statistics in fp32
-            z1, z2 = _fp32(z1), _fp32(z2)
-            net = {k: _fp32(v) for k, v in net.items()}
+            z1, z2 = upcast(z1), upcast(z2)
+            net = {k: upcast(v) for k, v in net.items()}
             if m == 'directclr': z1, z2 = subvector([z1, z2], cfg.d0, self.subset_gen)
             terms = {'ssl': self._ssl_loss(z1, z2, net, labels)}
             loss = terms['ssl']
@@ -381,76 +323,19 @@ class SSLMethod(nn.Module):
             if cfg.clop_weight > 0:
                 y = torch.cat([labels, labels]).to(z1.device)
                 terms['clop'] = clop_term(torch.cat([z1, z2]), y, self.prototypes, cfg.clop_similarity,
-                                          CLOP_WEIGHTINGS[cfg.clop_weighting])
+                                          CLOP_WEIGHTINGS[cfg.clop_weighting], validate=False)
                 loss = loss + cfg.clop_weight * terms['clop']
         return MethodOutput(loss, {k: v.detach() for k, v in terms.items()}, (r1, r2), (z1, z2))
 
     def _ssl_loss(self, z1: Tensor, z2: Tensor, net: dict, labels: Tensor | None) -> Tensor:
         "The method's own loss (fp32) from the embeddings and the other network outputs."
-        cfg, m, tau = self.cfg, self.cfg.method, self.cfg.resolved('temperature')
-        if m in ('simclr', 'dcl'):
-            return two_view_contrast(z1, z2, tau, self.spec, cfg.simclr_terms, decoupled=m == 'dcl')
-        if m == 'directclr': return two_view_contrast(z1, z2, tau)
-        if m == 'supcon': return supcon_loss(z1, z2, labels, tau)
-        if m == 'moco_v2': return self._moco_v2(z1, z2, net, tau)
-        if m == 'moco_v3': return self._moco_v3(net, tau)
-        if m in ('byol', 'simsiam'): return self._predictive(z1, z2, net)
-        if m == 'dino': return self._dino(z1, z2, net)
-        if m == 'barlow_twins':
-            return barlow_twins(gather_with_grad(z1), gather_with_grad(z2), cfg.bt_lambda).squeeze()
-        w = cfg.vicreg_weights
-        return vicreg(gather_with_grad(z1), gather_with_grad(z2), w[0], w[1], w[2]).squeeze()
-
-    def _moco_v2(self, z1, z2, net, tau):
-        k1, k2 = F.normalize(net['t1'], dim=-1), F.normalize(net['t2'], dim=-1)     # keys, no gradient
-        q1, q2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
-        queue = self.queue.clone()  # this step's negatives; the new keys enter after the loss
-        loss = (self._queue_loss(q1, k2, queue, tau) + self._queue_loss(q2, k1, queue, tau)) / 2
-        self._enqueue(torch.cat([k1, k2]))
-        return loss
-
-    def _queue_loss(self, q, k, queue, tau):
-        "InfoNCE of queries against their key (index 0) and the queue, through the margins' logits."
-        cos = torch.cat([(q * k).sum(-1, keepdim=True), q @ queue.T], dim=1)            # (n, 1 + K)
-        p = torch.zeros_like(cos); p[:, 0] = 1.0
-        logits = cos / tau if not self.spec.active else margin_logits(cos, p, tau, self.spec)
-        return soft_cross_entropy(logits, p).mean()
-
-    @torch.no_grad()
-    def _enqueue(self, keys: Tensor) -> None:
-        "Write every process's new keys into the queue ring (no host synchronization)."
-        keys = gather_with_grad(keys)[-self.queue.shape[0]:]                 # (≤ K, d), in rank order
-        idx = (self.queue_ptr + torch.arange(keys.shape[0], device=keys.device)) % self.queue.shape[0]
-        self.queue.index_copy_(0, idx, keys.to(self.queue.dtype))
-        self.queue_ptr.add_(keys.shape[0]).remainder_(self.queue.shape[0])
-
-    def _moco_v3(self, net, tau):
-        "MoCo v3: predictions of one view against the other view's keys of every process, ×2τ, symmetrized."
-        p1, p2 = F.normalize(net['p1'], dim=-1), F.normalize(net['p2'], dim=-1)
-        # (W·n, d), no gradient
-        k1, k2 = (F.normalize(gather_with_grad(net[k]), dim=-1) for k in ('t1', 't2'))
-        rank, _ = dist_info(); n = p1.shape[0]
-        pos = rank * n + torch.arange(n, device=p1.device)
-        return tau * (contrastive_loss(p1, k2, pos, None, tau, self.spec)
-                      + contrastive_loss(p2, k1, pos, None, tau, self.spec))
-
-    def _predictive(self, z1, z2, net):
-        "BYOL (prediction vs EMA target) and SimSiam (prediction vs stop-gradient of the other branch)."
-        t1, t2 = (net['t1'], net['t2']) if self.cfg.method == 'byol' else (z1.detach(), z2.detach())
-        cos = torch.stack([F.cosine_similarity(net['p1'], t2, dim=-1),
-                           F.cosine_similarity(net['p2'], t1, dim=-1)])
-        if self.cfg.method == 'simsiam': return -cos.mean()
-        if self.spec.active:  # margins: one candidate per anchor, p = 1 (only positives), τ = 1
-            cos = margin_logits(cos[..., None], torch.ones_like(cos[..., None]), 1.0, self.spec)[..., 0]
-        return (2 - 2 * cos).mean()
-
-    def _dino(self, z1, z2, net):
-        "DINO: student = online head, teacher = EMA head; the centre follows the teacher's mean output."
-        t = [net['t1'], net['t2']]
-        loss = dino_loss([z1, z2], t, self.center, self.cfg.resolved('temperature'),
-                         self.cfg.dino_teacher_temp)
-        with torch.no_grad():
-            mean = gather_with_grad(torch.cat(t)).mean(0)
-            self.center.mul_(self.cfg.dino_center_momentum).add_(mean,
-                                                                 alpha=1 - self.cfg.dino_center_momentum)
-        return loss
+        m, o = self.cfg.method, self.objective
+        if m in ('simclr', 'dcl', 'directclr', 'supcon', 'barlow_twins', 'vicreg'): return o(z1, z2, labels)
+        if m == 'moco_v2':                 # symmetrized; both directions see this step's queue, then both keys enter
+            loss = (o(z1, net['t2'], update=False) + o(z2, net['t1'], update=False)) / 2
+            o.bank.enqueue(torch.cat([F.normalize(net['t1'], dim=-1), F.normalize(net['t2'], dim=-1)]))
+            return loss
+        if m == 'moco_v3': return o.temperature * (o(net['p1'], net['t2']) + o(net['p2'], net['t1']))
+        if m == 'byol': return o([net['p1'], net['p2']], [net['t2'], net['t1']])
+        if m == 'simsiam': return o([net['p1'], net['p2']], [z2.detach(), z1.detach()])
+        return o([z1, z2], [net['t1'], net['t2']])                    # dino: student, teacher; the centre moves

@@ -9,10 +9,8 @@ from typing import Sequence
 
 import torch
 from torch import Tensor, nn
-from torchvision.models import resnet18, resnet50
-from torchvision.models.resnet import BasicBlock, ResNet
 
-from .core import check_choice, check_positive
+from .utils import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['BACKBONES', 'CUT_MODES', 'PROJECTORS', 'cifar_resnet', 'SmallCNN', 'ResNetSmall', 'make_backbone', 'mlp', 'cut_init_',
@@ -38,9 +36,10 @@ BACKBONES = ('resnet18', 'resnet50', 'small_cnn', 'resnet_small')
 
 def cifar_resnet(depth: int = 18,       # 18 (BasicBlock, out_dim 512) or 50 (Bottleneck, out_dim 2048)
                  in_channels: int = 3,  # image channels
-                ) -> ResNet:            # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
+                ) -> nn.Module:         # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
     "torchvision's ResNet-18/50 with SimCLR's CIFAR stem: 3x3 stride-1 conv, no max-pool, no fc."
     check_choice('depth', depth, (18, 50)); _check_int('in_channels', in_channels)
+    from torchvision.models import resnet18, resnet50   # torchvision: imported only to build a ResNet
     net = (resnet18 if depth == 18 else resnet50)(weights=None)   # random init, nothing downloaded
     net.out_dim = net.fc.in_features                              # 512 or 2048: the pooled features
     net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
@@ -89,6 +88,7 @@ class ResNetSmall(nn.Module):
             raise ValueError(f"blocks must be three integers (blocks per stage); got {blocks!r}")
         for b in blocks[:2]: _check_int('blocks', b)
         _check_int('blocks', blocks[2], 2, hint=' in the last stage (its last block: an identity shortcut)')
+        from torchvision.models.resnet import BasicBlock   # torchvision only when a ResNet is built
         widths = (width // 4, width // 2, width)
         self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False),
                                   nn.BatchNorm2d(widths[0]), nn.ReLU(inplace=True))
@@ -159,7 +159,20 @@ def cut_init_(module: nn.Module,  # network whose initial parameters are divided
               c: float = 3.0,     # cut constant; c > 1 shrinks (paper: 3 contrastive, 9 non-contrastive)
               mode: str = 'all',  # 'all': every parameter (the authors' code); 'weights': conv/linear weights
              ) -> nn.Module:      # the same module, for chaining
-    "Cut-initialization (pitfalls §4): divide the initial parameters by `c` in place, once."
+    """Cut-initialization (pitfalls §4): divide the initial parameters by `c` in place, once.
+
+    What it does to the output at initialization, in train mode (batch statistics, BN eps negligible):
+    every BatchNorm undoes the scale of its input, so only what comes after the last BN scales the output.
+    With mode 'all' the output is divided by c**k, k = (1 if the last BN is affine, its γ and β divided;
+    0 without affine parameters) + (the number of bias-free Linear / conv layers after it; no BN at all:
+    every layer). So c² holds for a Linear-BN-ReLU-Linear head without a last bias (our
+    `mlp(bias_last=False)`, with or without a BN-normalized backbone before it); an affine last BN
+    (lightly's SimCLR head, the authors' projector) gives c; BN(affine=False) (SimSiam, MoCo v3) gives 1.
+    A bias in a layer after the last BN (our `mlp` default, lightly's BYOL head) is divided by c once, not
+    c**k: no exact power then, near c**k where the bias is small next to W h (hidden width 2048: c² within
+    10%), less shrink where it is not (width 64: about 1/8 instead of 1/9 at c = 3). Mode 'weights' leaves
+    γ, β and biases alone: k counts the Linear / conv layers after the last BN. With torch's eps = 1e-5
+    the shrink is larger where a BN's input variance falls near eps (c = 9, see the notebook)."""
     if not isinstance(module, nn.Module):
         raise ValueError(f"module must be a torch.nn.Module; got {type(module).__name__}")
     check_positive('c', c); check_choice('mode', mode, CUT_MODES)

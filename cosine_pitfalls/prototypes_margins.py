@@ -12,18 +12,19 @@ import pandas as pd
 import xarray as xr
 from matplotlib.lines import Line2D
 
-from .core import SIGNIFICANCE_Z, check_choice, judge_seeds, paired_diff
-from .data import DATASETS, ImageData
+from .core import ALPHA, check_choice, judge_seeds, paired_diff, parse_numbers, t_critical
+from .data import AUG_PRESETS, DATASETS, ImageData
 from .embedding_norms import ms
 from .evaluation import linear_probe
-from .train import encode, load_model, subset_classes
+from .losses import SIMILARITIES
+from .train import TrainConfig, encode, load_model, subset_classes, sweep_configs
 
 # %% auto #0
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
            'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
            'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
-           'margins_settings', 'settings_5b', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status',
-           'status_panel', 'transfer_probe']
+           'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best',
+           'ms_status', 'status_panel', 'transfer_probe']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #ba03fa26
 _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
@@ -235,6 +236,66 @@ def settings_5b(ids: list, clop_roles: dict, margin_roles: dict,  # IDs asked fo
     meta = pd.DataFrame({n: m for n, (_, m) in rows.items()}).T.infer_objects()
     return settings, (meta if len(meta) else pd.DataFrame(columns=['group', 'dataset']))
 
+# %% ../nbs/05b_prototypes_margins.ipynb #b55e9865
+def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
+            ) -> tuple[dict, dict]:  # the parsed CLOP (`Pc`) and margins (`Pm`) parameters
+    "The parameters of both papers' settings, checked: one ValueError naming the first bad one."
+    check_choice('clop_optimizer', p['clop_optimizer'], ('sgd', 'lars'))
+    check_choice('clop_reading', p['clop_reading'], ('mean', 'literal'))
+    for n in ('clop_augment', 'margins_augment'): check_choice(n, p[n], ('auto', *AUG_PRESETS))
+    if not 0 < p['label_frac'] < 1:
+        raise ValueError(f"label_frac must lie in (0, 1), a semi-supervised share; got {p['label_frac']}")
+    pick = lambda name, allowed: [check_choice(name, t.strip(), allowed) for t in p[name].split(',') if t.strip()]
+    auto = lambda chosen, default: (lambda d: chosen if chosen != 'auto' else 'digits' if d == 'digits' else default)
+    num = lambda name, t=float: parse_numbers(p[name], name, t)
+    Pc = dict(optimizer=p['clop_optimizer'], lr=p['clop_lr'], wd=p['clop_wd'], weight=p['clop_weight'],
+              reading=p['clop_reading'], label_frac=p['label_frac'], batch_sizes=num('clop_batch_sizes', int),
+              lrs=num('clop_lrs'), lr_batch=p['clop_lr_batch'], lambdas=num('lambdas'),
+              similarities=pick('similarities', SIMILARITIES), augments=pick('augments', AUG_PRESETS),
+              augment=auto(p['clop_augment'], 'simclr'))
+    Pm = dict(lr=p['m_lr'], wd=p['m_wd'], batch=p['m_batch'], tau=p['m_tau'],
+              augment=auto(p['margins_augment'], 'margins'), alphas=num('alphas'), s_values=num('s_values'),
+              s_batch_sizes=num('s_batch_sizes', int), s_values_bs=num('s_values_bs'), c_values=num('c_values'),
+              s_fig6=num('s_fig6'), m1s=num('ratio_m1s'), transfer=parse_transfer(p['transfer']),
+              t3_rows=check_choice('transfer_rows', p['transfer_rows'], ('all', 'judged')),
+              in1k_path=p['data_path_in1k'])
+    for n in ('s_values', 's_values_bs'):
+        if 1.0 not in Pm[n]: raise ValueError(f'{n} must include s = 1 (no emphasis, the baseline)')
+    if 0.0 in Pm['alphas'] + Pm['m1s'] + Pm['c_values'] or 1.0 in Pm['s_fig6']:
+        raise ValueError('alphas, ratio_m1s and c_values must not hold 0, nor s_fig6 1: the baselines are added')
+    return Pc, Pm
+
+# %% ../nbs/05b_prototypes_margins.ipynb #d68f21cc
+def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result IDs asked for
+              train_dir: str | Path,  # the runs go to runs/<run id>/ below it
+             ) -> dict:  # Pc, Pm, roles_c, roles_m, data_kw, settings, meta, seeds, base, runs, same, distinct
+    "Every training run of the requested results, validated, nothing trained: the notebook's and the preflight's plan."
+    Pc, Pm = parse_5b(p)
+    d, c100 = p['dataset'], p['dataset_c100'] or p['dataset']
+    roles_c = {'C-100': c100, 'TIN': p['dataset_tin'] or c100}
+    roles_m = {'C-10': d, 'C-100': c100, 'STL': p['dataset_stl'] or None, 'TIN': p['dataset_tin'] or None}
+    try: sizes = {k.strip(): int(v) for k, v in (q.split(':') for q in p['image_sizes'].split(',') if q.strip())}
+    except ValueError:
+        raise ValueError(f"image_sizes must look like 'imagefolder:64,stl10:64'; got {p['image_sizes']!r}") from None
+    used = {*roles_c.values(), *filter(None, roles_m.values()), *(s[0] for q in Pm['transfer'] for s in q)}
+    data_kw = {x: dict(image_size=sizes.get(x, p['image_size'] or None),
+                       data_path=(p['data_path'] or None) if x == 'imagefolder' else None) for x in used}
+    settings, meta = settings_5b(ids, roles_c, roles_m, Pc, Pm, data_kw)
+    seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    base = TrainConfig(method='simclr', dataset=d, data_root=p['data_root'], backbone=p['backbone'],
+                       width=p['width'], epochs=p['epochs'], steps_per_epoch=p['steps_per_epoch'],
+                       head_width=p['head_width'], head_out=p['head_out'], momentum=0.9, eval_every=0,
+                       linear_probe=True, probe_epochs=p['probe_epochs'], show_progress=False, threads=1,
+                       **data_kw[d])
+    runs = sweep_configs(base, {}, seeds, train_dir, settings=settings) if settings else []
+    first = {}                                 # the first seed's run folder -> the first setting that makes it
+    for k, c in runs:
+        if k['seed'] == seeds[0]: first.setdefault(c.out_dir, k['setting'])
+    same = {k['setting']: first[c.out_dir] for k, c in runs if k['seed'] == seeds[0]}  # setting -> the one trained
+    return dict(Pc=Pc, Pm=Pm, roles_c=roles_c, roles_m=roles_m, data_kw=data_kw, settings=settings, meta=meta,
+                seeds=seeds, base=base, runs=runs, same=same,
+                distinct={n: settings[n] for n in dict.fromkeys(same.values())})
+
 # %% ../nbs/05b_prototypes_margins.ipynb #13f898e5
 CHANCE_MARGIN = 0.01   # "negligible": one point of accuracy (see above)
 BAD = ('collapsed', 'diverged')
@@ -245,18 +306,21 @@ def judge_within(a: xr.DataArray,      # metric of setting A, with a `seed` dime
                  label: str = 'a − b', # how the comparison is named
                  side: str = 'both',   # 'both': |a − b| small; 'upper': a does not exceed b by more than margin
                  digits: int = 3,
+                 resolution: float = 0.0,  # the metric's step (1/n_test for an accuracy): the s.e.'s floor
                 ) -> tuple[str, str]:  # verdict and one line of text
-    "Claim 'a and b differ by less than margin' (or 'a gains less'), on the 2-s.e. interval of the paired mean."
+    """Claim 'a and b differ by less than margin' (or 'a gains less'), on the 95 % t-interval of the paired
+    mean (n − 1 df, s.e. floored at resolution/√n)."""
     check_choice('side', side, ('both', 'upper'))
-    d, se = (float(x) for x in paired_diff(a, b))
-    z = SIGNIFICANCE_Z; lo, hi = d - z * se, d + z * se
+    d, se = (float(x) for x in paired_diff(a, b)); n = int((a - b).sizes['seed'])
+    se = max(se, resolution / math.sqrt(n)) if math.isfinite(se) else se
+    z = t_critical(n, ALPHA); lo, hi = d - z * se, d + z * se
     if not math.isfinite(se): v = 'inconclusive'
     elif side == 'both':
         v = ('agree' if -margin <= lo and hi <= margin else
              'differ' if lo > margin or hi < -margin else 'inconclusive')
     else: v = 'agree' if hi <= margin else 'differ' if lo > margin else 'inconclusive'
     bound = f'±{margin:g}' if side == 'both' else f'≤ {margin:g}'
-    return v, (f'{label} {d:+.{digits}f} ± {se:.{digits}f} ({z:g}-s.e. interval '
+    return v, (f'{label} {d:+.{digits}f} ± {se:.{digits}f} (95 % t-interval '
                f'[{lo:+.{digits}f}, {hi:+.{digits}f}] vs {bound}) → {v}')
 
 def judge_status(status: xr.DataArray,  # (seed,) the runs' statuses: 'ok', 'collapsed', 'diverged'

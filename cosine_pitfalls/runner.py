@@ -4,22 +4,24 @@
 
 # %% ../nbs/90_runner.ipynb #b4392aba
 from __future__ import annotations
-import argparse, base64, copy, datetime, hashlib, html, importlib, json, math, os, platform, re, signal, sys
-import tempfile, time, urllib.parse
+import argparse, base64, contextlib, copy, datetime, fcntl, hashlib, html, importlib, json, math, os, platform
+import re, signal, sys, tempfile, time, urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable
 
 from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_write_text, check_choice,
-                                  git_sha, params_hash)
+                                  git_sha, params_hash, stale_tmp)
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
-           'parse_value', 'check_params', 'profile_params', 'plan', 'environment', 'read_json', 'code_hash', 'job_hash',
-           'registered', 'is_done', 'sweep_tmp', 'check_out', 'run_job', 'reproduce', 'html_of', 'settle_widgets',
-           'static_widgets', 'settle_executed', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
-           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports', 'main']
+__all__ = ['REQUIRED_PARAMS', 'MAX_INT', 'LOCK', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'SCALE_NOTE', 'find_nbs', 'notebook_path',
+           'implemented', 'notebook_params', 'parse_value', 'check_params', 'check_values', 'profile_params', 'plan',
+           'environment', 'read_json', 'read_manifest', 'file_problem', 'result_problem', 'code_hash', 'job_hash',
+           'registered', 'is_done', 'damaged', 'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_job',
+           'own_notebooks', 'reproduce', 'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'anchor_ids',
+           'render_html', 'render_missing', 'status', 'report_rows', 'report_header', 'write_report',
+           'write_report_html', 'report_problems', 'write_reports', 'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -31,8 +33,8 @@ def find_nbs(nbs: str | Path | None = None,  # explicit folder of the section no
     if nbs is not None:
         if not Path(nbs).is_dir(): raise ValueError(f"nbs: {str(nbs)!r} is not a folder")
         return Path(nbs).resolve()
-    tries = [os.environ.get('COSINE_PITFALLS_NBS'), Path(cosine_pitfalls.__file__).parent.parent/'nbs',
-             Path.cwd()/'nbs']
+    pkg = Path(cosine_pitfalls.__file__).parent   # a clone: pkg/../nbs; a wheel: pkg/nbs (copied at build)
+    tries = [os.environ.get('COSINE_PITFALLS_NBS'), pkg.parent/'nbs', pkg/'nbs', Path.cwd()/'nbs']
     for t in tries:
         if t and (Path(t)/'index.ipynb').exists(): return Path(t).resolve()
     raise ValueError(f"nbs: no folder of section notebooks found (tried {[str(t) for t in tries if t]}); "
@@ -100,6 +102,27 @@ def check_params(params: dict, spec: dict, where: str) -> dict:
         out[n] = v
     return out
 
+MAX_INT = 2**63 - 1   # papermill passes ints to the kernel as 64-bit; numpy and torch seeds stop there
+
+def check_values(file: str,    # a notebook of the paper map
+                 params: dict, # the job's parameters (type-checked)
+                 spec: dict,   # its parameters cell (`notebook_params`): the defaults of the others
+                ) -> None:
+    "Check a job's parameter values before any kernel starts: the seed's range, then its module's `check_params`."
+    import ast
+    for n, v in params.items():
+        if isinstance(v, int) and not isinstance(v, bool) and not -MAX_INT <= v <= MAX_INT:
+            raise ValueError(f"parameter {n} must be an integer of at most 63 bits; got {v}")
+    if not 0 <= params.get('seed', 0): raise ValueError(f"parameter seed must be >= 0; got {params['seed']}")
+    full = {}
+    for n, (_, default) in spec.items():
+        try: full[n] = ast.literal_eval(default)
+        except (ValueError, SyntaxError): pass
+    check = getattr(importlib.import_module(f'cosine_pitfalls.{NOTEBOOKS[file].module}'), 'check_params', None)
+    if check is not None:
+        try: check(full | params)
+        except ValueError as e: raise ValueError(f'{e} ({file})') from None
+
 def profile_params(file: str, profile: str) -> dict:
     "The parameter values a notebook's module gives for `profile` (its `PROFILES` dict)."
     module = NOTEBOOKS[file].module
@@ -119,8 +142,9 @@ def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
     "Validate a reproduction request and return its jobs, before any compute."
     check_choice('profile', profile, PROFILES)
     nbs = find_nbs(nbs)
-    for s in sections or []: check_choice('section', s, SECTIONS)
-    ids = check_ids(only or [])
+    only, sections = list(dict.fromkeys(only or [])), list(dict.fromkeys(sections or []))   # each once
+    for s in sections: check_choice('section', s, SECTIONS)
+    ids = check_ids(only)
     if sections and ids:
         stray = [i for i in ids if PAPER[i].section not in sections]
         if stray: raise ValueError(f"--only {stray} lie outside --section {sections}")
@@ -152,6 +176,7 @@ def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
                     f"unknown parameter {n!r} for {path.name}; allowed: {', '.join(sorted(spec))}")
             given[n] = parse_value(n, text, spec[n][0])
         params = check_params({**profile_params(f, profile), **given, 'profile': profile}, spec, path.name)
+        check_values(f, params, spec)                 # the values, as the notebook would check them
         jobs.append(dict(section=NOTEBOOKS[f].section, notebook=path,
                          ids=[i for i in ids if notebook_of(i).file == f], params=params))
     return jobs
@@ -171,9 +196,59 @@ def environment() -> dict:
     return dict(python=platform.python_version(), platform=platform.platform(), packages=vers, device=dev)
 
 def read_json(path: Path, default=None):
-    "A JSON file's contents, or `default` if it is missing."
+    "A JSON file's contents, or `default` if it is missing; one ValueError naming a damaged file."
     path = Path(path)
-    return json.loads(path.read_text(encoding='utf-8')) if path.exists() else default
+    if not path.exists(): return default
+    try: return json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: damaged, not readable JSON ({type(e).__name__}); move it away "
+                         "(the runner starts a new one) or give a fresh --out") from None
+
+def read_manifest(out: Path) -> dict:
+    "`out/manifest.json` ({} if missing), checked to be the runner's: one ValueError naming the file otherwise."
+    f = Path(out)/'manifest.json'
+    man = read_json(f, {})
+    ok = (isinstance(man, dict) and isinstance(man.get('results', {}), dict)
+          and all(isinstance(e, dict) for e in man.get('results', {}).values())
+          and isinstance(man.get('runs', []), list))
+    if not ok:
+        raise ValueError(f"{f}: damaged, not a manifest of this runner; move it away (the runner starts a new "
+                         "one) or give a fresh --out")
+    return man
+
+def _summary(out: Path, id: str) -> dict | None:
+    "The summary results/<id>.json, or None if it is missing or damaged."
+    try: summ = read_json(Path(out)/'results'/f'{id}.json')
+    except ValueError: return None
+    return summ if isinstance(summ, dict) else None
+
+_PNG_END = b'IEND\xaeB`\x82'
+
+def file_problem(path: Path) -> str | None:
+    "Why a result file is not usable (missing, empty, does not open), or None when it is."
+    path = Path(path)
+    if not path.is_file(): return 'missing'
+    if path.stat().st_size == 0: return 'empty'
+    try:
+        if path.suffix == '.nc':
+            import h5py
+            with h5py.File(path, 'r'): pass
+        elif path.suffix == '.png':
+            with open(path, 'rb') as f:
+                head = f.read(24); f.seek(-8, os.SEEK_END); tail = f.read()
+            if head[:8] != b'\x89PNG\r\n\x1a\n' or tail != _PNG_END: return 'not a whole PNG'
+        else: path.read_text(encoding='utf-8')
+    except Exception as e: return f'does not open ({type(e).__name__})'
+    return None
+
+def result_problem(id: str, out: Path) -> str | None:
+    "Why result `id` is not completely on disk (its summary, then each file it names), or None."
+    summ = _summary(out, id)
+    if summ is None: return f'results/{id}.json missing or damaged'
+    for x in summ.get('files', []):
+        why = file_problem(Path(out)/x)
+        if why: return f'{x} {why}'
+    return None
 
 def code_hash(notebook: str | Path) -> str:
     "Hash of a notebook's code cells and of the package's module sources (the runner and `_modidx` excluded)."
@@ -194,18 +269,22 @@ def job_hash(job: dict) -> str:
 def registered(id: str, h: str, out: Path, since: float = 0.0) -> bool:
     """Whether a run of job `h` wrote all of result `id`'s files (its summary, written last, names them),
     at or after `since`."""
-    f = Path(out)/'results'/f'{id}.json'
-    try: summ = read_json(f)
-    except (OSError, ValueError): return False
+    f, summ = Path(out)/'results'/f'{id}.json', _summary(out, id)
     return (bool(summ) and summ.get('job_hash') == h and f.stat().st_mtime >= since
-            and all((Path(out)/x).exists() for x in summ.get('files', [])))
+            and result_problem(id, out) is None)
 
 def is_done(id: str, h: str, out: Path, manifest: dict) -> bool:
     """Whether result `id` is on disk from a run with job hash `h` (parameters and code): recorded ok, or
     completely registered."""
     e = manifest.get('results', {}).get(id, {})
-    ok = e.get('status') == 'ok' and e.get('params_hash') == h and (out/'results'/f'{id}.json').exists()
-    return ok or registered(id, h, out)
+    ok = e.get('status') == 'ok' and e.get('params_hash') == h
+    return (ok and result_problem(id, out) is None) or registered(id, h, out)
+
+def damaged(id: str, h: str, out: Path, manifest: dict) -> str | None:
+    "Why result `id`, computed by job `h` (manifest or summary say so), must be computed again; None otherwise."
+    e, summ = manifest.get('results', {}).get(id, {}), _summary(out, id) or {}
+    by_h = (e.get('status') == 'ok' and e.get('params_hash') == h) or summ.get('job_hash') == h
+    return result_problem(id, out) if by_h else None
 
 # %% ../nbs/90_runner.ipynb #23a26ef7
 class _Interrupted(KeyboardInterrupt): pass
@@ -213,10 +292,27 @@ class _Interrupted(KeyboardInterrupt): pass
 def _on_term(signum, frame): raise _Interrupted(f'signal {signum}')
 
 def sweep_tmp(out: Path) -> list[Path]:
-    "Delete temporary files that an interrupted writer left under `out` (they never carry a final name)."
-    gone = [f for f in Path(out).rglob('.*') if f.is_file() and ('.tmp' in f.name or '.running' in f.name)]
-    for f in gone: f.unlink(missing_ok=True)
-    return gone
+    "Delete the temporaries under `out` of this process or of writers that are gone (`core.stale_tmp`)."
+    return stale_tmp(out)
+
+LOCK = '.lock'   # in the output folder: held (flock) by the one runner writing there
+
+@contextlib.contextmanager
+def lock_out(out: Path,      # the output folder
+             command: str,   # what this process does, shown to a second one
+            ):
+    "Hold the output folder's lock while writing to it; a second runner on the folder fails at once, naming us."
+    f = open(Path(out)/LOCK, 'a+', encoding='utf-8')
+    try:
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0); holder = ' '.join(f.read().split()) or 'another process'
+            raise ValueError(f"out: {str(out)!r} is in use by {holder}; wait for it to end, or give another "
+                             "--out") from None
+        f.seek(0); f.truncate(); f.write(f'pid {os.getpid()} ({command})\n'); f.flush()
+        yield
+        f.seek(0); f.truncate(); f.flush()
+    finally: f.close()                                      # closing releases the lock
 
 # keeps ipykernel's per-start warnings (TCP transport) out of our output
 KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']
@@ -225,6 +321,7 @@ def check_out(out: str | Path,   # the output folder the user gave
               create: bool,      # create it (reproduce) or require it to exist (report)
              ) -> Path:
     "Check that `out` is a usable output folder before any compute: one clear error naming it otherwise."
+    if not str(out).strip(): raise ValueError("out: must name a folder; got ''")
     out = Path(out)
     if not out.exists():
         if not create:
@@ -241,8 +338,17 @@ def check_out(out: str | Path,   # the output folder the user gave
     return out
 
 # %% ../nbs/90_runner.ipynb #b7c2e402
-def run_job(job: dict, out: Path, progress: bool = False) -> dict:
-    "Execute one job's notebook with papermill, settle and render it; return its run record (status, time, error, IDs)."
+def kept_as(final: Path,   # runs/<notebook>.<profile>.ipynb
+            status: str,   # 'ok', 'failed' or 'interrupted'
+           ) -> Path:      # final itself if it finished, else runs/<notebook>.<profile>.<status>.ipynb
+    "Where an executed notebook is kept: a notebook that did not finish never replaces one that did."
+    return final if status == 'ok' else final.with_name(f'{final.stem}.{status}.ipynb')
+
+def run_job(job: dict, out: Path, progress: bool = False,
+            trust: bool = False,   # sign the executed notebook as trusted (the package's own notebooks only)
+           ) -> dict:
+    """Execute one job's notebook with papermill, settle it and render it if it finished; return its run record
+    (status ok / failed / interrupted, time, error, IDs)."""
     import papermill as pm
     nb = Path(job['notebook']); runs = out/'runs'; runs.mkdir(parents=True, exist_ok=True)
     final = runs/f"{nb.stem}.{job['params']['profile']}.ipynb"
@@ -251,7 +357,7 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
     rec = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
                params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
                executed_notebook=str(final.relative_to(out)))
-    t0 = time.time(); tmp = runs/f'.{final.stem}.running.ipynb'; wrote = False
+    t0 = time.time(); tmp = runs/f'.{final.stem}.{os.getpid()}.running.ipynb'
     before = os.environ.get(JOB_ENV)
     os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
     try:
@@ -259,24 +365,34 @@ def run_job(job: dict, out: Path, progress: bool = False) -> dict:
                             progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
                             extra_arguments=KERNEL_ARGS)
         rec.update(status='ok', error=None)
-    except pm.PapermillExecutionError as e:
-        rec.update(status='failed', error=dict(cell=e.exec_count, ename=e.ename, evalue=str(e.evalue)[:2000]))
-    except Exception as e:
+    except pm.PapermillExecutionError as e:    # a Ctrl-C that reached the kernel first is an interruption too
+        rec.update(status='interrupted' if e.ename == 'KeyboardInterrupt' else 'failed',
+                   error=dict(cell=e.exec_count, ename=e.ename, evalue=str(e.evalue)[:2000]))
+    except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (`_on_term`): recorded, then raised again by reproduce
+        rec.update(status='interrupted', error=dict(cell=None, ename='KeyboardInterrupt',
+                                                    evalue=str(e) or 'interrupted'))
+    except Exception as e:           # also OSError, e.g. a full disk
         rec.update(status='failed', error=dict(cell=None, ename=type(e).__name__, evalue=str(e)[:2000]))
     finally:
         if before is None: os.environ.pop(JOB_ENV, None)
         else: os.environ[JOB_ENV] = before
-        if tmp.exists():
-            try: rec['trusted'] = settle_executed(tmp)               # widgets for JupyterLab
-            except Exception as e: rec['settle_error'] = f'{type(e).__name__}: {e}'[:500]
-            os.replace(tmp, final); wrote = True
     rec['wall_s'] = round(time.time() - t0, 2)
     rec['registered'] = [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)]
     stale = [i for i in job['ids'] if i not in rec['registered']]
     if rec['status'] == 'ok' and stale:
         rec.update(status='failed', error=dict(cell=None, ename='NotRegistered',
                                               evalue=f'the notebook finished without registering {stale}'))
-    if wrote:  # passed or failed: a page to read it on
+    kept = kept_as(final, rec['status']); rec['executed_notebook'] = None
+    if tmp.exists():
+        try: rec['trusted'] = settle_executed(tmp, trust=trust)        # widgets for JupyterLab
+        except Exception as e: rec['settle_error'] = f'{type(e).__name__}: {e}'[:500]
+        try: json.loads(tmp.read_text(encoding='utf-8')); os.replace(tmp, kept)
+        except (OSError, ValueError):                                  # cut short (a full disk): not kept
+            tmp.unlink(missing_ok=True); rec['settle_error'] = 'the executed notebook was unreadable: deleted'
+        else: rec['executed_notebook'] = str(kept.relative_to(out))
+    if rec['status'] == 'ok':        # earlier unfinished copies are superseded
+        for s in ('failed', 'interrupted'): kept_as(final, s).unlink(missing_ok=True)
+    if rec['status'] == 'ok' and rec['executed_notebook']:  # only a finished notebook gets a page
         t1 = time.time()
         try: rec['html'] = str(render_html(final, html_of(final, out)).relative_to(out))
         except Exception as e: rec['html_error'] = f'{type(e).__name__}: {e}'[:500]
@@ -288,14 +404,25 @@ def _entry(job: dict, h: str, status: str, wall_s, error) -> dict:
     return dict(status=status, profile=job['params']['profile'], params_hash=h, params=job['params'],
                 notebook=Path(job['notebook']).name, wall_s_of_notebook=wall_s, error=error)
 
+def own_notebooks(nbs: str | Path | None) -> bool:
+    "Whether the notebooks run are the package's own (no --nbs, the nbs/ beside the package): only theirs are trusted."
+    import cosine_pitfalls
+    return nbs is None and find_nbs(None) == (Path(cosine_pitfalls.__file__).parent.parent/'nbs').resolve()
+
 def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | None = None,
               out: str | Path = 'outputs', force: bool = False, overrides: list | None = None,
               nbs: str | Path | None = None, progress: bool = True) -> int:
     "Run the section notebooks for the requested results; write outputs, manifest and reports. Returns the exit code."
-    from tqdm.auto import tqdm
     jobs = plan(profile, only, sections, overrides, nbs)  # every check happens here, before any compute
     out = check_out(out, create=True)
-    manifest = read_json(out/'manifest.json', {}) or {}
+    with lock_out(out, f'reproduce --profile {profile}'):
+        manifest = read_manifest(out)
+        code = _reproduce(jobs, out, manifest, force, own_notebooks(nbs), progress)
+        write_reports(out, nbs)
+    return code
+
+def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, progress: bool) -> int:
+    from tqdm.auto import tqdm
     failed = 0
     old = signal.signal(signal.SIGTERM, _on_term)
     sweep_tmp(out)
@@ -304,6 +431,7 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
         for job in bar:
             h = job_hash(job)
             todo = job['ids'] if force else [i for i in job['ids'] if not is_done(i, h, out, manifest)]
+            why = {i: w for i in todo if (w := damaged(i, h, out, manifest))}   # on disk but broken
             results = manifest.setdefault('results', {})
             recovered = [i for i in job['ids'] if i not in todo and results.get(i, {}).get('status') != 'ok']
             for i in recovered:  # registered by a run that was killed or failed later: complete, keep it
@@ -312,16 +440,21 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
             bar.set_postfix_str(
                 f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
             if not todo: continue
-            rec = run_job(dict(job, ids=todo), out)
+            for i, w in why.items(): print(f'{i}: recomputed ({w})', file=sys.stderr)
+            rec = run_job(dict(job, ids=todo), out, trust=trust)
             failed += rec['status'] != 'ok'
             manifest.update(environment=environment(), git_sha=git_sha(),
                             updated=datetime.datetime.now().isoformat(timespec='seconds'))
+            if why: rec['recomputed'] = why
             manifest.setdefault('runs', []).append(rec)
             for i in todo:  # an ID the notebook registered before failing is complete: ok
                 done = i in rec['registered']
-                results[i] = _entry(job, h, 'ok' if done else 'failed', rec['wall_s'],
+                if not done and rec['status'] == 'interrupted' and i in results: continue  # keeps its entry
+                results[i] = _entry(job, h, 'ok' if done else rec['status'], rec['wall_s'],
                                     None if done else rec['error'])
+                if i in why: results[i]['recomputed_because'] = why[i]
             atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
+            if rec['status'] == 'interrupted': raise _Interrupted(rec['executed_notebook'] or '')
             if rec['status'] != 'ok':
                 e = rec['error']
                 print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}",
@@ -329,7 +462,6 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
     finally:
         signal.signal(signal.SIGTERM, old)
         sweep_tmp(out)
-    write_reports(out, nbs)
     return 1 if failed else 0
 
 # %% ../nbs/90_runner.ipynb #c8d3f502
@@ -390,13 +522,15 @@ def static_widgets(nb: dict) -> dict:
 def settle_executed(path: str | Path,  # an executed notebook, rewritten in place
                     # an nbformat `NotebookNotary` (default: the user's, as `jupyter trust` uses)
                     notary=None,
+                    trust: bool = True,  # sign it (the runner: only for the package's own notebooks)
                    ) -> bool:          # whether it is now signed as trusted
-    "Settle an executed notebook's widgets (`settle_widgets`) and sign it, so that JupyterLab draws them."
+    "Settle an executed notebook's widgets (`settle_widgets`) and sign it if asked, so that JupyterLab draws them."
     import nbformat
     from nbformat.sign import NotebookNotary
     nb = settle_widgets(json.loads(Path(path).read_text(encoding='utf-8')))
     text = nbformat.writes(nbformat.from_dict(nb))
     atomic_write_text(path, text if text.endswith('\n') else text + '\n')   # as nbformat.write ends it
+    if not trust: return False
     try:
         # signed as a reader reads it
         (notary or NotebookNotary()).sign(nbformat.read(str(path), as_version=4))
@@ -452,6 +586,7 @@ def render_missing(out: str | Path) -> list[Path]:
     "Render each executed notebook under `out/runs/` whose HTML is missing or older than it; return what was written."
     done = []
     for nb in sorted((Path(out)/'runs').glob('[!.]*.ipynb')):
+        if nb.stem.endswith(('.failed', '.interrupted')): continue      # only a finished notebook gets a page
         dest = html_of(nb, out)
         if dest.exists() and dest.stat().st_mtime >= nb.stat().st_mtime: continue
         try: done.append(render_html(nb, dest))
@@ -463,9 +598,9 @@ def render_missing(out: str | Path) -> list[Path]:
 def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
     "Status of one ID in `out`, with its registered summary if any."
     out = Path(out)
-    entry = (read_json(out/'manifest.json', {}) or {}).get('results', {}).get(id)
-    summ = read_json(out/'results'/f'{id}.json')
-    if entry and entry['status'] != 'ok': return f"failed ({entry['profile']})", summ
+    entry = read_manifest(out).get('results', {}).get(id)
+    summ = _summary(out, id)                                 # a damaged summary counts as none
+    if entry and entry.get('status') != 'ok': return f"failed ({entry.get('profile')})", summ
     if summ: return f"reproduced ({summ['profile']})", summ
     return ('not run' if implemented(id, nbs) else 'not yet implemented'), None
 
@@ -483,26 +618,41 @@ def report_rows(out: Path,   # the output folder
             done = bool(summ) and st.startswith('reproduced')
             r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None)
             if done:
-                r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'])
+                r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'],
+                         untestable=summ.get('untestable', ''))
+                if summ.get('detect'): r['ours'] += f" — What this scale can detect: {summ['detect']}"
                 r['files'] = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
                 r['figure'] = next((f for f in r['files'] if f.startswith('figures/')), None)
             else:
                 r.update(verdict=st.split(' (')[0], ours='', scale='')
                 if st.startswith('failed'):
                     e = man['results'][i]['error'] or {}
-                    r['ours'] = (f"run failed in cell {e.get('cell')}: {e.get('ename')}: "
+                    how = 'interrupted' if man['results'][i].get('status') == 'interrupted' else 'failed'
+                    r['ours'] = (f"run {how} in cell {e.get('cell')}: {e.get('ename')}: "
                                  f"{e.get('evalue', '')[:200]}")
-            profile = (summ['profile'] if done else man['results'][i]['profile'] if st.startswith('failed')
-                       else None)
-            page = html_of(f'{notebook_of(i).stem}.{profile}.ipynb', out)
-            if profile and page.exists(): r['notebook'] = str(page.relative_to(out))
+            # a page is rendered from a finished notebook only: a failed ID links none
+            page = html_of(f"{notebook_of(i).stem}.{summ['profile']}.ipynb", out) if done else None
+            if page and page.exists(): r['notebook'] = str(page.relative_to(out))
             rows.append(r)
     return rows
 
 def _totals(rows: list[dict]) -> str:
+    "One line of counts by verdict; `inconclusive` split into 'not testable at this scale' and 'within noise'."
     counts = {}
     for r in rows: counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
-    return 'Totals: ' + ', '.join(f'{v} {k}' for k, v in sorted(counts.items()))
+    scale = sum(r['verdict'] == 'inconclusive' and bool(r.get('untestable')) for r in rows)
+    word = lambda k, v: (f'{v} {k} ({scale} not testable at this scale, {v - scale} within noise)'
+                         if k == 'inconclusive' else f'{v} {k}')
+    return 'Totals: ' + ', '.join(word(k, v) for k, v in sorted(counts.items()))
+
+SCALE_NOTE = (
+    "**What the `cpu` profile can test.** It trains small networks for a few thousand steps on scikit-learn's "
+    "8×8 digits (1,797 images), so it can show which way a setting moves a quantity that settles that fast — "
+    "embedding norms, obtuse positive pairs, spectra, variances of similarities, and orderings of accuracy "
+    "larger than its seed spread — and each training row says the smallest effect it detects. "
+    "It cannot test effects of ImageNet-scale data, hundreds of epochs, large-batch LARS, colour augmentation "
+    "or ViTs, nor accuracy gaps smaller than its detectable effect: those rows are `inconclusive` and say so, "
+    "counted apart in the totals as 'not testable at this scale'.",)
 
 def report_header(man: dict) -> list[str]:
     "The report's opening lines: what a row shows, and the verdict rule."
@@ -512,8 +662,10 @@ def report_header(man: dict) -> list[str]:
             "dataset and figure. Every verdict is decided by its notebook from its own numbers, by one rule:",
             '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
-            'An effect over seeds counts only beyond 2 paired standard errors. `not run`, `failed` and '
-            '`not yet implemented` mean there is no number of ours.', '',
+            'An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
+            "(Holm across the claim's parts), and never below one test image. "
+            '`not run`, `failed` and `not yet implemented` mean there is no number of ours.', '',
+            *SCALE_NOTE, ''
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
             f"updated {man.get('updated', 'n/a')}", '']
 
@@ -525,7 +677,7 @@ def _report_inputs(out: str | Path, nbs: str | Path | None) -> tuple[Path, dict,
     out = Path(out)
     if not out.is_dir():
         raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
-    man = read_json(out/'manifest.json', {}) or {}
+    man = read_manifest(out)
     return out, man, report_rows(out, find_nbs(nbs), man)
 
 def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
@@ -613,8 +765,10 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
              "Every verdict is decided by its notebook from its own numbers, by one rule:</p>",
              '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
                               for v in VERDICTS) + '</ul>',
-             '<p>An effect over seeds counts only beyond 2 paired standard errors. <code>not run</code>, '
+             '<p>An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
+             "(Holm across the claim's parts), and never below one test image. <code>not run</code>, "
              '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
+             *[f'<p>{_inline(s)}</p>'.replace('**', '') for s in SCALE_NOTE],
              f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
              f"{e(str(env.get('device', 'n/a')))}; "
              f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>"]
@@ -683,7 +837,7 @@ def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None) ->
 
 # %% ../nbs/90_runner.ipynb #2bfad6de
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='cosine-pitfalls',
+    p = argparse.ArgumentParser(prog='cosine-pitfalls', allow_abbrev=False,  # --profil is not --profile
                                 description='Reproduce the results of five papers on the cosine similarity '
                                             'in SSL.')
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -691,8 +845,9 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument('--out', default='outputs', help='output folder (default: outputs/)')
         q.add_argument('--nbs', default=None,
                        help='folder of the section notebooks (default: nbs/ of the clone)')
-    common(sub.add_parser('list', help='every result ID with its notebook and status'))
-    r = sub.add_parser('reproduce', help='execute the section notebooks and register their results')
+    common(sub.add_parser('list', help='every result ID with its notebook and status', allow_abbrev=False))
+    r = sub.add_parser('reproduce', help='execute the section notebooks and register their results',
+                       allow_abbrev=False)
     r.add_argument('--profile', default='cpu', help=f"scale: {', '.join(PROFILES)} (default: cpu)")
     r.add_argument('--only', nargs='+', default=None, metavar='ID', help='result IDs to reproduce')
     r.add_argument('--section', nargs='+', type=int, default=None, metavar='N',
@@ -702,8 +857,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument('--force', action='store_true',
                    help='re-run results already on disk with the same parameters and code')
     r.add_argument('--quiet', action='store_true', help='no progress bar')
+    r.add_argument('--preflight', action='store_true',
+                   help='plan, check and step every run of the profile, then stop (nothing registered)')
     common(r)
-    common(sub.add_parser('report',
+    common(sub.add_parser('report', allow_abbrev=False,
                           help='rebuild report.md and report.html (and missing notebook pages) from disk'))
     sub.add_parser('train',
                    help='train one self-supervised run (cosine-pitfalls train --help lists its flags)',
@@ -718,15 +875,22 @@ def main(argv: list | None = None) -> int:
         return train_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
+        if not str(args.out).strip(): raise ValueError("out: must name a folder; got ''")
         if args.cmd == 'list':
             nbs = find_nbs(args.nbs)
+            rows = [(i, status(i, Path(args.out), nbs)[0]) for i in PAPER]   # a damaged manifest: before output
             print(f"{'ID':<24} {'notebook':<30} status")
-            for i in PAPER: print(f"{i:<24} {notebook_of(i).file:<30} {status(i, Path(args.out), nbs)[0]}")
+            for i, st in rows: print(f"{i:<24} {notebook_of(i).file:<30} {st}")
+            sys.stdout.flush()
             return 0
         if args.cmd == 'report':
-            check_out(args.out, create=False)
-            for p in write_reports(args.out, args.nbs): print(p)
+            out = check_out(args.out, create=False)
+            with lock_out(out, 'report'): paths = write_reports(out, args.nbs)
+            for p in paths: print(p)
             return 0
+        if args.preflight:
+            from cosine_pitfalls.preflight import cli as preflight_cli
+            return preflight_cli(args.profile, args.only, args.section, args.param, args.nbs)
         code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
                          not args.quiet)
         print(Path(args.out)/'report.md'); print(Path(args.out)/'report.html')
@@ -734,8 +898,14 @@ def main(argv: list | None = None) -> int:
     except ValueError as e:
         print(f'cosine-pitfalls: error: {e}', file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(
-            'cosine-pitfalls: interrupted; files already written are complete, nothing half-written was kept',
-              file=sys.stderr)
+    except BrokenPipeError:    # `list | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing more to flush at exit
+        return 0
+    except OSError as e:       # e.g. a full disk: every file on disk is whole (written atomically)
+        print(f'cosine-pitfalls: error: {e.strerror or e} ({e.filename or "writing"}); files already written '
+              'are complete', file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        kept = f'; the unfinished notebook is kept as {e}' if isinstance(e, _Interrupted) and str(e) else ''
+        print(f'cosine-pitfalls: interrupted; files already written are complete{kept}', file=sys.stderr)
         return 130

@@ -11,12 +11,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_positive
+from .utils import check_positive
 from .losses import check_views
 
 # %% auto #0
 __all__ = ['same_batch_mask', 'info_sym_loss', 'InfoSymLoss', 'ind_add_loss', 'ind_add_derivatives', 'IndAddLoss', 'vrns_loss',
            'VRNSLoss', 'WithVRNS', 'similarity_stats']
+
+# %% ../nbs/11_similarity_losses.ipynb #fb43c491
+from .losses import accepts_labels, fp32_loss
 
 # %% ../nbs/11_similarity_losses.ipynb #b7a0a76e
 def _check_pair(u: Tensor, v: Tensor) -> None:
@@ -104,6 +107,7 @@ class InfoSymLoss(nn.Module):
         super().__init__()
         self.c1, self.c2 = _check_switches(c1, c2)
         self.temperature = check_positive('temperature', temperature)
+    @fp32_loss
     def forward(self, u: Tensor, v: Tensor, groups: Tensor | None = None) -> Tensor:
         return info_sym_loss(u, v, self.c1, self.c2, self.temperature, groups)
     def extra_repr(self) -> str:
@@ -158,6 +162,7 @@ class IndAddLoss(nn.Module):
         self.c1, self.c2 = _check_switches(c1, c2)
         self.scale = check_positive('scale', scale)
         self.bias = bias
+    @fp32_loss
     def forward(self, u: Tensor, v: Tensor, groups: Tensor | None = None) -> Tensor:
         return ind_add_loss(u, v, self.c1, self.c2, self.scale, self.bias, groups)
     def extra_repr(self) -> str:
@@ -193,21 +198,29 @@ class VRNSLoss(nn.Module):
             raise ValueError(
                 f"n_total must be an integer >= 2 (the training-set size n of Def. 5.7); got {n_total!r}")
         self.n_total = n_total
+    @fp32_loss
     def forward(self, u: Tensor, v: Tensor, groups: Tensor | None = None) -> Tensor:
         return vrns_loss(u, v, self.n_total, groups)
     def extra_repr(self) -> str: return f'n_total={self.n_total}'
 
 class WithVRNS(nn.Module):
-    "A two-view loss plus `weight` times `L_VRNS` (lee §5): `base(u, v) + λ L_VRNS(u, v)`."
-    def __init__(self, base: nn.Module,    # a two-view loss, e.g. InfoSymLoss() or losses.InfoNCE()
+    """A two-view loss plus `weight` times `L_VRNS` (lee §5): `base(u, v) + λ L_VRNS(u, v)`; `(u, v, labels=None)`,
+    the labels passed on to a base that takes them (`losses.WithCLOP`), so the wrappers compose in any order."""
+    def __init__(self, base: nn.Module,    # a two-view loss, e.g. InfoSymLoss(), losses.InfoNCE(), WithCLOP(...)
                  n_total: int,             # training-set size n in Def. 5.7
                  weight: float = 1.0,      # λ >= 0
                 ):
         super().__init__()
+        if not callable(base): raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
         self.base, self.vrns, self.weight = (base, VRNSLoss(n_total),
                                              check_positive('weight', weight, strict=False))
-    def forward(self, u: Tensor, v: Tensor) -> Tensor:
-        return self.base(u, v) + self.weight * self.vrns(u, v)
+        self.base_labels = accepts_labels(base)
+    @fp32_loss
+    def forward(self, u: Tensor, v: Tensor,        # the two views, (*b, n, d)
+                labels: Tensor | None = None,      # passed on to the base loss where it takes labels
+               ) -> Tensor:
+        out = self.base(u, v, labels=labels) if self.base_labels else self.base(u, v)
+        return out + self.weight * self.vrns(u, v)
     def extra_repr(self) -> str: return f'weight={self.weight}'
 
 # %% ../nbs/11_similarity_losses.ipynb #df7932c9

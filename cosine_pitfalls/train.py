@@ -10,26 +10,27 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
-                                  params_hash)
+from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
+                                   params_hash, stale_tmp)
 from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
-from .evaluation import covariance_spectrum, effective_rank, knn_topk, linear_probe
+from .diagnostics import PreNormCapture, norm_stats, pair_stats, spectrum_stats
+from .evaluation import knn_topk, linear_probe
 from .mechanisms import dist_info
-from .methods import CONTRASTIVE, MethodConfig, SSLMethod
+from .methods import CONTRASTIVE, MethodConfig, SSLMethod, make_heads
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'ENGINE_MODULES',
-           'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME', 'engine_hash', 'TrainConfig',
-           'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn',
-           'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'rng_state', 'set_rng_state', 'load_model',
-           'history_dataset', 'derive_seed', 'build_model', 'subset_classes', 'train', 'sweep_configs', 'sweep',
-           'train_parser', 'config_from_args', 'main']
+           'MAX_EPOCHS', 'MAX_SEED', 'TRAIN_SIZES', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME',
+           'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr',
+           'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'read_checkpoint',
+           'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
+           'subset_classes', 'run_ids', 'check_run_dir', 'train', 'DeviceChoices', 'device_choices', 'embedding_width',
+           'check_data', 'run_environment', 'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -38,8 +39,8 @@ LR_SCALINGS = ('linear', 'none')
 PROBE_LABELS = ('all', 'known')
 KNN_FEATURES = ('backbone', 'embedding')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
-ENGINE_MODULES = ('core', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods',
-                  'evaluation', 'train')
+ENGINE_MODULES = ('utils', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'methods',
+                  'evaluation', 'diagnostics', 'train')
 
 def engine_hash() -> str:
     "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
@@ -48,10 +49,16 @@ def engine_hash() -> str:
     for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
     return h.hexdigest()[:12]
 
-def _int(name: str, v, lo: int, none: bool = False) -> None:
+MAX_EPOCHS = 100_000   # more is a typo, not a run (a digits epoch takes ~0.5 s: 100000 are half a day)
+MAX_SEED = 2**63 - 1   # the largest seed torch's generators take
+# training images of the datasets whose size is fixed: a larger batch is refused before anything loads
+TRAIN_SIZES = dict(digits=1437, cifar10=50_000, cifar100=50_000)
+
+def _int(name: str, v, lo: int, none: bool = False, hi: int | None = None) -> None:
     if v is None and none: return
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}{' or None' if none else ''}; got {v!r}")
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+        raise ValueError(f"{name} must be an integer >= {lo}{f' and <= {hi}' if hi is not None else ''}"
+                         f"{' or None' if none else ''}; got {v!r}")
 
 # %% ../nbs/17_train.ipynb #3326d906
 @dataclass
@@ -135,8 +142,12 @@ def check_train_config(c: TrainConfig) -> None:
     _int('diag_keep', c.diag_keep, 0); check_choice('probe_labels', c.probe_labels, PROBE_LABELS)
     check_choice('knn_features', c.knn_features, KNN_FEATURES); c.classes()
     _int('knn_k', c.knn_k, 1, none=True); _int('image_size', c.image_size, 1, none=True)
-    for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads', 'seed'):
+    for name in ('steps_per_epoch', 'eval_every', 'checkpoint_every', 'threads'):
         _int(name, getattr(c, name), 0)
+    _int('seed', c.seed, 0, hi=MAX_SEED); _int('epochs', c.epochs, 1, hi=MAX_EPOCHS)
+    if c.batch_size > TRAIN_SIZES.get(c.dataset, c.batch_size):
+        raise ValueError(f"batch_size must not exceed the training set of {c.dataset} "
+                         f"({TRAIN_SIZES[c.dataset]} images); got {c.batch_size}")
     if c.backbone not in ('small_cnn', 'resnet_small') and c.width != 32:
         raise ValueError(f"width sets the channels of 'small_cnn' and 'resnet_small' only; {c.backbone!r} has "
                          "fixed widths, leave width=32")
@@ -251,39 +262,38 @@ def diagnostics(model: SSLMethod,          # the method (put in eval mode here, 
     "The per-epoch collapse diagnostics on fixed images."
     was = model.training; model.eval()
     with torch.no_grad():
-        r, z = model.embed(clean)
+        with PreNormCapture(model.projector) as cap: r, z = model.embed(clean)   # cap.pre: z before a final BN
         _, z1 = model.embed(views[0]); _, z2 = model.embed(views[1])
     model.train(was)
     r, z, z1, z2 = (t.float() for t in (r, z, z1, z2))
-    zn1, zn2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
-    pos = (zn1 * zn2).sum(-1)                                             # (n,)
-    s = zn1 @ zn2.T; off = ~torch.eye(len(s), dtype=torch.bool, device=s.device)
-    neg = s[off]
-    rn, zn = r.norm(dim=-1), z.norm(dim=-1)
+    nan = torch.tensor(float('nan'), device=z.device)
+    zpre = (norm_stats(cap.pre.float(), 'zpre') if cap.pre is not None          # NaN: no final non-affine BN
+            else dict(zpre_norm_mean=nan, zpre_norm_std=nan))
     kept = dict(pair_z1=z1[:keep], pair_z2=z2[:keep]) if keep else {}       # (keep, d) each
-    return kept | dict(r_norm_mean=rn.mean(), r_norm_std=rn.std(), z_norm_mean=zn.mean(), z_norm_std=zn.std(),
-                pos_cos_mean=pos.mean(), pos_obtuse_share=(pos < 0).float().mean(),
-                neg_cos_mean=neg.mean(), neg_cos_var=neg.var(unbiased=False),
-                z_normalized_std=F.normalize(z, dim=-1).std(0).mean(),
-                r_erank=effective_rank(r, center=True), z_erank=effective_rank(z, center=True),
-                r_spectrum=covariance_spectrum(r), z_spectrum=covariance_spectrum(z))
+    return (kept | norm_stats(r, 'r') | norm_stats(z, 'z') | zpre | pair_stats(z1, z2)
+            | spectrum_stats(z, 'z') | spectrum_stats(r, 'r'))
 
 # %% ../nbs/17_train.ipynb #17a00015
-def encode(model: SSLMethod, x: Tensor,   # uint8 images (N, C, H, W) on the model's device
+def encode(model: SSLMethod, x: Tensor,   # uint8 images (N, C, H, W), on the model's device or the CPU
            mean: tuple, std: tuple,       # the dataset's normalization
            chunk: int = 1024,             # images per forward pass (fixed: no recompiles)
-           autocast: bool = False,        # bf16 autocast (CUDA)
+           autocast: bool | str | None = None,  # bf16 autocast on this device type ('cuda', 'cpu'; True:
+                                          # 'cuda'); None or False: fp32
            embedding: bool = False,       # the embedding z = projector(r) instead of r
           ) -> Tensor:                    # (N, feat_dim) float32
     "Backbone features (or embeddings) of every image, eval mode, no augmentation."
     was = model.training; model.eval(); out = []
     net = (lambda v: model.embed(v)[1]) if embedding else model.backbone
-    with torch.no_grad(), torch.autocast('cuda', torch.bfloat16, enabled=autocast):
-        for i in range(0, len(x), chunk): out.append(net(eval_images(x[i:i + chunk], mean, std)).float())
+    dev = next(model.parameters()).device                  # data kept on the CPU goes over chunk by chunk
+    kind = 'cuda' if autocast is True else autocast or 'cpu'
+    with torch.no_grad(), torch.autocast(kind, torch.bfloat16, enabled=bool(autocast)):
+        for i in range(0, len(x), chunk):
+            out.append(net(eval_images(x[i:i + chunk].to(dev, non_blocking=True), mean, std)).float())
     model.train(was)
     return torch.cat(out)
 
-def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, autocast: bool = False,
+def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False,
+             autocast: bool | str | None = None,   # as in `encode`
              # (N,) bool: the probe learns from these training labels only (None: all)
              known: Tensor | None = None,
             ) -> dict[str, float]:
@@ -291,13 +301,14 @@ def evaluate(model: SSLMethod, data, cfg: TrainConfig, probe: bool = False, auto
     feats = lambda emb: [encode(model, x, data.mean, data.std, autocast=autocast, embedding=emb)
                          for x in (data.train_x, data.test_x)]
     ktr, kte = feats(cfg.knn_features == 'embedding')                      # what the kNN reads
+    ytr, yte = data.train_y.to(ktr.device), data.test_y.to(ktr.device)
     k = min(cfg.knn_k or (20 if cfg.dataset == 'digits' else 200), len(ktr))
-    acc = knn_topk(ktr, data.train_y, kte, data.test_y, k=k, temperature=cfg.knn_t)
+    acc = knn_topk(ktr, ytr, kte, yte, k=k, temperature=cfg.knn_t)
     out = dict(knn_top1=float(acc[1]), knn_top5=float(acc[5]))
     if probe:
         ftr, fte = (ktr, kte) if cfg.knn_features == 'backbone' else feats(False)   # the probe reads r
         tr = slice(None) if known is None else known.to(ftr.device)
-        lp = linear_probe(ftr[tr], data.train_y[tr], fte, data.test_y, epochs=cfg.probe_epochs, seed=cfg.seed)
+        lp = linear_probe(ftr[tr], ytr[tr], fte, yte, epochs=cfg.probe_epochs, seed=cfg.seed)
         out.update(probe_top1=lp['top1'], probe_top5=lp['top5'])
     return out
 
@@ -308,18 +319,34 @@ def save_checkpoint(path: Path, state: dict) -> None:
     "Write a checkpoint atomically."
     with atomic_path(path) as tmp: torch.save(state, tmp)
 
+def read_checkpoint(path: str | Path) -> dict:
+    "A checkpoint's contents on the CPU, unpickled with `weights_only=True` (nothing in it can run code)."
+    try: st = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:  # damaged, truncated, or a pickle that wants to execute something
+        raise ValueError(f"{path}: not a readable checkpoint of this trainer ({type(e).__name__}); delete it "
+                         "or give a fresh --out") from None
+    if not isinstance(st, dict): raise ValueError(f"{path}: not a checkpoint of this trainer (no dict)")
+    return st
+
 def rng_state(gens: dict[str, torch.Generator]) -> dict:
-    "Every random stream's state: the run's generators, torch (CPU, CUDA), Python, NumPy."
+    "Every random stream's state as tensors and plain types: the run's generators, torch (CPU, CUDA), Python, NumPy."
+    version, keys, gauss = random.getstate()
+    kind, mt, pos, has_gauss, cached = np.random.get_state()
     return dict(gens={k: g.get_state() for k, g in gens.items()}, torch=torch.get_rng_state(),
                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                python=random.getstate(), numpy=np.random.get_state())
+                python=[version, list(keys), gauss],
+                numpy=[kind, torch.from_numpy(mt.astype(np.int64)), int(pos), int(has_gauss), float(cached)])
 
 def set_rng_state(gens: dict[str, torch.Generator], state: dict) -> None:
-    "Restore what `rng_state` saved."
-    for k, g in gens.items(): g.set_state(state['gens'][k])
-    torch.set_rng_state(state['torch'])
-    if state['cuda'] is not None and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state['cuda'])
-    random.setstate(state['python']); np.random.set_state(state['numpy'])
+    "Restore what `rng_state` saved (states loaded on any device; CUDA ones only for the GPUs visible now)."
+    for k, g in gens.items(): g.set_state(state['gens'][k].cpu())   # set_state takes CPU ByteTensors only
+    torch.set_rng_state(state['torch'].cpu())
+    if state['cuda'] is not None and torch.cuda.is_available():
+        # saved with more (or fewer) GPUs visible: each visible device that has a saved state gets it
+        for i, s in enumerate(state['cuda'][:torch.cuda.device_count()]): torch.cuda.set_rng_state(s.cpu(), i)
+    version, keys, gauss = state['python']; random.setstate((version, tuple(keys), gauss))
+    kind, mt, pos, has_gauss, cached = state['numpy']
+    np.random.set_state((kind, mt.numpy().astype(np.uint32), pos, has_gauss, cached))
 
 # %% ../nbs/17_train.ipynb #17a00039
 def load_model(run_dir: str | Path,          # a run's folder (train's out_dir), finished
@@ -332,7 +359,10 @@ def load_model(run_dir: str | Path,          # a run's folder (train's out_dir),
     kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); kw.pop('run_id', None)
     kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
     cfg = TrainConfig(**kw)
-    st = torch.load(run_dir/CHECKPOINT, map_location=device, weights_only=False)
+    st = read_checkpoint(run_dir/CHECKPOINT)
+    if st.get('run_id') != cfg.run_id():
+        raise ValueError(f"run_dir: {str(run_dir)!r} mixes two runs: {CONFIG} is run {cfg.run_id()}, "
+                         f"{CHECKPOINT} run {st.get('run_id')}")
     model = build_model(cfg, **st['meta']).to(device)
     model.load_state_dict(st['model'])
     return cfg, model.eval()
@@ -375,17 +405,18 @@ def derive_seed(seed: int, *names) -> int:
     key = [int(seed)] + [int.from_bytes(str(n).encode(), 'little') % 2**32 for n in names]
     return int(np.random.SeedSequence(key).generate_state(1, dtype=np.uint64)[0]) & (2**63 - 1)
 
-def _init_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
-    "Join the process group torchrun describes (NCCL on CUDA, gloo on CPU); return rank, world size, device."
+def _init_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device, bool]:
+    "Join the process group torchrun describes (NCCL on CUDA, gloo on CPU): rank, world size, device, joined here."
     world = int(os.environ.get('WORLD_SIZE', '1'))
-    dev = get_device(cfg.device)
+    dev, joined = get_device(cfg.device), False
     if world > 1:
         import torch.distributed as dist
         local = int(os.environ.get('LOCAL_RANK', '0'))
         if dev.type == 'cuda': dev = torch.device('cuda', local); torch.cuda.set_device(dev)
-        if not dist.is_initialized(): dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo')
+        if not dist.is_initialized():
+            dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo'); joined = True
     rank, world = dist_info()
-    return rank, world, dev
+    return rank, world, dev, joined
 
 def build_model(cfg: TrainConfig, num_classes: int, n_total: int, channels: int) -> SSLMethod:
     "Backbone + method, seeded; cut-initialization applied once, to the online network, and copied to the target."
@@ -421,24 +452,106 @@ def _channels(cfg: TrainConfig) -> int:
     small = cfg.backbone in ('small_cnn', 'resnet_small')
     return cfg.channels or (1 if cfg.dataset == 'digits' and small else 3)
 
+def _damaged(f: Path, what: str) -> ValueError:
+    return ValueError(f"{f}: damaged ({what}); delete it or give a fresh --out")
+
+def run_ids(out: Path) -> dict[str, str | None]:
+    "The run id recorded by each of a run folder's files (config.json, run.nc, checkpoint.pt) that exists."
+    ids = {}
+    if (out/CONFIG).exists():
+        try: ids[CONFIG] = json.loads((out/CONFIG).read_text(encoding='utf-8'))['run_id']
+        except (OSError, ValueError, KeyError, TypeError): raise _damaged(out/CONFIG, 'not a run config') from None
+    if (out/RESULT).exists():
+        try:
+            with xr.open_dataset(out/RESULT, engine='h5netcdf') as ds: ids[RESULT] = ds.attrs.get('run_id')
+        except Exception: raise _damaged(out/RESULT, 'does not open as netCDF') from None
+    if (out/CHECKPOINT).exists(): ids[CHECKPOINT] = read_checkpoint(out/CHECKPOINT).get('run_id')
+    return ids
+
+def check_run_dir(out: str | Path,  # the run's folder (train's out_dir)
+                  run_id: str,      # the run about to train there
+                 ) -> None:
+    """Before any compute: `out` is (or can be made) a writable folder holding no other run; its leftover
+    temporaries (of writers that are gone) are deleted."""
+    out = Path(out); made, p = [], out
+    while not p.exists(): made.append(p); p = p.parent
+    if not p.is_dir(): raise ValueError(f"out: {str(p)!r} is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out/'.probe') as tmp: tmp.write_bytes(b'')
+        (out/'.probe').unlink()
+    except OSError as e: raise ValueError(f"out: cannot write into {str(out)!r}: {e.strerror}") from None
+    finally:
+        for d in made:                                      # created only to probe: the run creates it
+            try: d.rmdir()
+            except OSError: pass
+    if made: return
+    stale_tmp(out, recursive=False)
+    other = {f: i for f, i in run_ids(out).items() if i != run_id}
+    if other:
+        f, i = next(iter(other.items()))
+        raise ValueError(f"out: {str(out)!r} holds another run ({f} of run {i}); this is run {run_id}: "
+                         "give a fresh --out")
+
 # %% ../nbs/17_train.ipynb #17a00022
 def train(cfg: TrainConfig,            # the run (validated)
           data=None,                   # an ImageData already loaded (else load_dataset from cfg)
           # stop after this many epochs, leaving only the checkpoint (tests resumption)
           stop_after: int | None = None,
+          choices: DeviceChoices | None = None,  # the device-dependent choices; None: `device_choices`
          ) -> xr.Dataset:  # the run's history: one record per epoch, outcome and final scores in attrs
     "Train one configuration; resume from its checkpoint, or return its finished result, when the run id matches."
     cfg.validate()
-    rank, world, dev = _init_distributed(cfg)
     out = Path(cfg.out_dir) if cfg.out_dir else None
-    if out is not None and (out/RESULT).exists():
-        done = xr.load_dataset(out/RESULT, engine='h5netcdf')
-        if done.attrs.get('run_id') == cfg.run_id(): return done
+    if out is not None: check_run_dir(out, cfg.run_id())       # before any compute
+    rank, world, dev, joined = _init_distributed(cfg)
     old_threads = torch.get_num_threads()
-    if cfg.threads: torch.set_num_threads(cfg.threads)
-    torch.set_flush_denormal(True)  # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
-    try: return _train(cfg, data, rank, world, dev, out, stop_after)
-    finally: torch.set_num_threads(old_threads); torch.set_flush_denormal(False)   # False: torch's default
+    try:
+        if out is not None and (out/RESULT).exists():
+            done = xr.load_dataset(out/RESULT, engine='h5netcdf')
+            if done.attrs.get('run_id') == cfg.run_id(): return done
+        if cfg.threads: torch.set_num_threads(cfg.threads)
+        torch.set_flush_denormal(True)  # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
+        return _train(cfg, data, rank, world, dev, out, stop_after, choices)
+    finally:
+        torch.set_num_threads(old_threads); torch.set_flush_denormal(False)   # False: torch's default
+        if joined: torch.distributed.destroy_process_group()    # the group this call joined, torn down
+
+# %% ../nbs/17_train.ipynb #e5399552
+@dataclass
+class DeviceChoices:
+    "What a run does differently on a GPU, decided once: a pytest can force the CUDA path on the CPU."
+    autocast: str | None    # bf16 autocast on this device type ('cuda', 'cpu'); None: fp32
+    channels_last: bool     # the model and the views in channels-last memory format
+    compile: bool           # torch.compile the backbone (after the epoch-0 record: no BN graph breaks)
+    sync_free: bool         # augmentation without host syncs (torch.where instead of row selection)
+    data_on_device: bool    # the whole dataset on the device; False: on the CPU (pinned on CUDA), batch by batch
+
+def device_choices(cfg: TrainConfig, dev: torch.device) -> DeviceChoices:
+    "The choices the device implies: on CUDA bf16 (cfg.amp), channels-last, sync-free views; the CPU keeps fp32."
+    cuda = dev.type == 'cuda'
+    # an ImageFolder (ImageNet-100 at 224 px: ~18 GiB of uint8) stays in the CPU's pinned memory
+    return DeviceChoices(autocast='cuda' if cuda and cfg.amp else None, channels_last=cuda and cfg.channels_last,
+                         compile=cfg.compile, sync_free=cuda, data_on_device=not (cuda and cfg.dataset == 'imagefolder'))
+
+def embedding_width(cfg: TrainConfig, rep_width: int) -> int:
+    "The width the loss (and CLOP's prototypes) compares: d0 for DirectCLR, else the projector's output."
+    if cfg.method == 'directclr': return cfg.d0
+    with torch.device('meta'): proj, _ = make_heads(cfg, rep_width)       # shapes only, no memory, no compute
+    return proj.out_dim
+
+def check_data(cfg: TrainConfig, num_classes: int, n_train: int, world: int = 1) -> None:
+    "What a run needs of its data, checked before anything trains: one ValueError naming the field."
+    if n_train < cfg.batch_size * world:
+        raise ValueError(f"batch_size x processes ({cfg.batch_size * world}) must not exceed the training set "
+                         f"({n_train} images of {cfg.dataset})")
+    if cfg.clop_weight > 0:
+        rep = cfg.width if cfg.backbone == 'small_cnn' else make_backbone(cfg.backbone).out_dim
+        d, kind = embedding_width(cfg, rep), cfg.clop_prototypes
+        if (kind == 'orthonormal' and num_classes > d) or (kind == 'etf' and num_classes > d + 1):
+            raise ValueError(f"head_out: CLOP's {kind} prototypes need num_classes <= "
+                             f"{'dim' if kind == 'orthonormal' else 'dim + 1'}; {cfg.dataset} has {num_classes} "
+                             f"classes and the embedding {d} dimensions: raise head_out")
 
 # %% ../nbs/17_train.ipynb #106b9cac
 @dataclass
@@ -446,59 +559,67 @@ class _RunState:
     "Everything one run carries between its parts: data, model, optimizer, random streams, progress."
     cfg: TrainConfig; data: object; model: SSLMethod; net: nn.Module; opt: torch.optim.Optimizer; gens: dict
     known: Tensor; y_train: Tensor; rank: int; world: int; dev: torch.device; out: Path | None
-    G: int; spe: int; total: int; preset: str; dclean: Tensor; dviews: list
+    G: int; spe: int; total: int; preset: str; dclean: Tensor; dviews: list; ch: DeviceChoices
     history: list = dataclasses.field(default_factory=list)
     start: int = 0; status: str = 'ok'; status_epoch: int | None = None; train_s: float = 0.0
 
     @property
     def cuda(self) -> bool: return self.dev.type == 'cuda'
     @property
-    def amp(self) -> bool: return self.cfg.amp and self.cuda
+    def amp(self) -> str | None: return self.ch.autocast      # the autocast device type, None: fp32
 
-def _setup(cfg, data, rank, world, dev, out) -> _RunState:
-    "Data on the device, the seeded model (DDP under torchrun), optimizer, random streams, the diagnostics' images."
+def _ddp(model: SSLMethod, cfg: TrainConfig, dev: torch.device) -> nn.Module:
+    "DDP around the model: SyncBN for contrastive methods on CUDA; the queue, centre, prototypes not broadcast."
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    cuda = dev.type == 'cuda'
+    net = nn.SyncBatchNorm.convert_sync_batchnorm(model) if cuda and cfg.method in CONTRASTIVE else model
+    # every rank updates these buffers alike (keys and statistics are gathered): re-sending them is waste
+    same = [n for n, _ in net.named_buffers() if n.split('.')[-1] in ('queue', 'queue_ptr', 'center', 'prototypes')]
+    DDP._set_params_and_buffers_to_ignore_for_model(net, same)
+    return DDP(net, device_ids=[dev.index] if cuda else None)
+
+def _setup(cfg, data, rank, world, dev, out, choices=None) -> _RunState:
+    "Data (on the device, or the CPU), the seeded model (DDP under torchrun), optimizer, random streams, diagnostics' images."
+    ch = choices or device_choices(cfg, dev)
+    home = dev if ch.data_on_device else torch.device('cpu')
     if data is None:
         data = load_dataset(cfg.dataset, cfg.data_root, download=cfg.download, image_size=cfg.image_size,
-                            channels=_channels(cfg), path=cfg.data_path, device=dev)
-    else: data = data.to(dev)
+                            channels=_channels(cfg), path=cfg.data_path, device=home)
+    else: data = data.to(home)
     if cfg.classes() is not None: data = subset_classes(data, cfg.classes())
-    cuda = dev.type == 'cuda'
+    if home != dev and dev.type == 'cuda':
+        data = dataclasses.replace(data, train_x=data.train_x.pin_memory(), test_x=data.test_x.pin_memory())
+    check_data(cfg, data.num_classes, len(data.train_x), world)          # before the model is built
     random.seed(cfg.seed); np.random.seed(cfg.seed % 2**32)
     model = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1]).to(dev)
-    if cuda and cfg.channels_last: model = model.to(memory_format=torch.channels_last)
-    if cfg.compile: model.backbone.compile()
-    net = model
-    if world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        if cuda and cfg.method in CONTRASTIVE: net = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        net = DDP(net, device_ids=[dev.index] if cuda else None)
+    if ch.channels_last: model = model.to(memory_format=torch.channels_last)
+    net = _ddp(model, cfg, dev) if world > 1 else model
     gens = dict(data=torch.Generator().manual_seed(derive_seed(cfg.seed, 'data')),
                 aug=torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'aug', rank)),
                 **model.generators())
     known = labelled_mask(data.train_y.cpu(), cfg.label_frac,
                           torch.Generator().manual_seed(derive_seed(cfg.seed, 'labels')))
-    y_train = torch.where(known.to(dev), data.train_y, torch.full_like(data.train_y, -1))
+    y_dev = data.train_y.to(dev)
+    y_train = torch.where(known.to(dev), y_dev, torch.full_like(y_dev, -1))
     G, N = cfg.batch_size * world, len(data.train_x)
-    if N < G: raise ValueError(f"batch_size x processes ({G}) must not exceed the training set ({N} images)")
     spe = N // G if not cfg.steps_per_epoch else min(cfg.steps_per_epoch, N // G)
     didx = torch.randperm(N, generator=torch.Generator().manual_seed(derive_seed(cfg.seed, 'diag')))
-    didx = didx[:min(cfg.diag_samples, N)].to(dev)
+    dx = data.train_x[didx[:min(cfg.diag_samples, N)].to(home)].to(dev)
     dgen = torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'diag'))
-    dviews = make_views(data.train_x[didx], cfg.preset(), dgen, data.mean, data.std)
+    dviews = make_views(dx, cfg.preset(), dgen, data.mean, data.std, ch.sync_free)
     return _RunState(cfg, data, model, net, make_optimizer(model, cfg), gens, known, y_train, rank, world,
-                     dev, out, G, spe, cfg.epochs * spe, cfg.preset(),
-                     eval_images(data.train_x[didx], data.mean, data.std), dviews)
+                     dev, out, G, spe, cfg.epochs * spe, cfg.preset(), eval_images(dx, data.mean, data.std),
+                     dviews, ch)
 
 # %% ../nbs/17_train.ipynb #faf39e62
 def _resume(r: _RunState) -> None:
     "Continue from the run's checkpoint when its run id matches: weights, optimizer, random streams, history."
     if r.out is None or not (r.out/CHECKPOINT).exists(): return
-    st = torch.load(r.out/CHECKPOINT, map_location=r.dev, weights_only=False)
-    if st['run_id'] != r.cfg.run_id(): return
-    r.model.load_state_dict(st['model']); r.opt.load_state_dict(st['optimizer'])
+    st = read_checkpoint(r.out/CHECKPOINT)           # on the CPU: the RNG states must stay there
+    if st.get('run_id') != r.cfg.run_id(): return    # train() has refused a folder of another run
+    r.model.load_state_dict(st['model']); r.opt.load_state_dict(st['optimizer'])  # both move to the device
     own = r.out/f'rng.rank{r.rank}.pt'                    # under torchrun each process has its own streams
-    set_rng_state(r.gens,
-                  st['rng'] if r.rank == 0 or not own.exists() else torch.load(own, weights_only=False))
+    set_rng_state(r.gens, st['rng'] if r.rank == 0 or not own.exists() else read_checkpoint(own))
     r.history, r.start = st['history'], st['epoch']
     r.status, r.status_epoch, r.train_s = st['status'], st['status_epoch'], st['train_s']
 
@@ -522,17 +643,21 @@ def _measure(r: _RunState, rec: dict, eval_now: bool) -> dict:
 def _epoch(r: _RunState, epoch: int, bar) -> dict:
     "Train one epoch (every step: views on the device, lr, loss, step, EMA); its record, diagnostics and status."
     cfg, data, G = r.cfg, r.data, r.G
-    perm = torch.randperm(len(data.train_x), generator=r.gens['data']).to(r.dev)
+    perm = torch.randperm(len(data.train_x), generator=r.gens['data'])
+    home = data.train_x.device                               # the device, or the CPU (pinned on CUDA)
+    perm, perm_d = perm.to(home), perm.to(r.dev)
     sums, step_losses = {}, []; t0 = time.perf_counter()
     for s in range(r.spe):
         step = epoch * r.spe + s
-        idx = perm[s * G + r.rank * cfg.batch_size: s * G + (r.rank + 1) * cfg.batch_size]
-        views = make_views(data.train_x[idx], r.preset, r.gens['aug'], data.mean, data.std)
-        if r.cuda and cfg.channels_last:
-            views = [v.contiguous(memory_format=torch.channels_last) for v in views]
+        rows = slice(s * G + r.rank * cfg.batch_size, s * G + (r.rank + 1) * cfg.batch_size)
+        x = data.train_x[perm[rows]]
+        if x.device != r.dev: x = (x.pin_memory() if r.cuda else x).to(r.dev, non_blocking=True)
+        views = make_views(x, r.preset, r.gens['aug'], data.mean, data.std, r.ch.sync_free)
+        if r.ch.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
         lr = lr_at(step, r.total, r.spe, cfg, r.world)
         for g in r.opt.param_groups: g['lr'] = lr
-        with torch.autocast('cuda', torch.bfloat16, enabled=r.amp): o = r.net(views, r.y_train[idx])
+        with torch.autocast(r.ch.autocast or 'cpu', torch.bfloat16, enabled=r.ch.autocast is not None):
+            o = r.net(views, r.y_train[perm_d[rows]])
         r.opt.zero_grad(set_to_none=True)
         o.loss.backward()
         if cfg.grad_clip: nn.utils.clip_grad_norm_(r.model.parameters(), cfg.grad_clip)
@@ -549,23 +674,32 @@ def _epoch(r: _RunState, epoch: int, bar) -> dict:
     if not math.isfinite(rec['loss']): r.status, r.status_epoch = 'diverged', epoch + 1
     else:
         last = epoch + 1 == cfg.epochs  # the last epoch's kNN comes with the final evaluation
-        _measure(r, rec, bool(cfg.eval_every) and (epoch + 1) % cfg.eval_every == 0 and not last)
+        # the kNN on process 0 only (the others would repeat it)
+        _measure(r, rec, bool(cfg.eval_every) and (epoch + 1) % cfg.eval_every == 0 and not last and r.rank == 0)
         if rec['z_normalized_std'] < cfg.collapse_std and r.status == 'ok':
             r.status, r.status_epoch = 'collapsed', epoch + 1
     return rec
 
 # %% ../nbs/17_train.ipynb #ee4ac05f
+def run_environment(dev: torch.device, ch: DeviceChoices) -> dict:
+    "What a run ran on: versions (torch, CUDA, cuDNN; None on the CPU), the device, precision, layout, compile."
+    cuda = dev.type == 'cuda'
+    return dict(torch_version=str(torch.__version__), cuda_version=torch.version.cuda if cuda else None,
+                cudnn_version=torch.backends.cudnn.version() if cuda else None,
+                device=torch.cuda.get_device_name(dev) if cuda else f'cpu ({os.cpu_count()} cores)',
+                precision=f'bf16 autocast ({ch.autocast})' if ch.autocast else 'fp32',
+                channels_last=int(ch.channels_last), compiled=int(ch.compile))   # netCDF: no booleans
+
 def _finish(r: _RunState) -> xr.Dataset:
     "The final kNN (and probe), the run's outcome in attrs, its files written (process 0)."
     cfg, final = r.cfg, {}
-    if r.status != 'diverged' and r.history:
+    if r.status != 'diverged' and r.history and r.rank == 0:         # process 0 evaluates, the others wait
         final = evaluate(r.model, r.data, cfg, probe=cfg.linear_probe, autocast=r.amp,
                          known=r.known if cfg.probe_labels == 'known' else None)
         r.history[-1].update({k: v for k, v in final.items() if k.startswith('knn')})
     done_steps = sum(h['epoch'] > 0 for h in r.history) * r.spe
-    device = torch.cuda.get_device_name(r.dev) if r.cuda else f'cpu ({os.cpu_count()} cores)'
     attrs = dict(status=r.status, status_epoch=r.status_epoch if r.status_epoch is not None else -1,
-                 world_size=r.world, device=str(device), train_seconds=round(r.train_s, 3),
+                 world_size=r.world, **run_environment(r.dev, r.ch), train_seconds=round(r.train_s, 3),
                  images_per_second=round(done_steps * r.G / max(r.train_s, 1e-9), 1), source=r.data.source,
                  created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                  **{f'final_{k}': v for k, v in final.items()})
@@ -576,14 +710,16 @@ def _finish(r: _RunState) -> xr.Dataset:
         with atomic_path(r.out/RESULT) as tmp: ds.to_netcdf(tmp, engine='h5netcdf')
     return ds
 
-def _train(cfg, data, rank, world, dev, out, stop_after=None):
-    r = _setup(cfg, data, rank, world, dev, out)
+def _train(cfg, data, rank, world, dev, out, stop_after=None, choices=None):
+    r = _setup(cfg, data, rank, world, dev, out, choices)
     _resume(r)
     bar = tqdm(total=r.total, initial=r.start * r.spe, desc=f'{cfg.method} {cfg.dataset}', unit='step',
                mininterval=2, disable=not (cfg.show_progress and rank == 0), leave=False)
     if r.start == 0 and not r.history and cfg.record_init:            # epoch 0: the untrained network
         calibrate_bn(r.model, r.dclean)  # its own BN statistics, not the defaults
-        r.history.append(_measure(r, dict(epoch=0), bool(cfg.eval_every)))
+        r.history.append(_measure(r, dict(epoch=0), bool(cfg.eval_every) and rank == 0))
+    # compiled after the epoch-0 record: calibrate_bn's momentum=None would break the graph in every BN
+    if r.ch.compile: r.model.backbone.compile()
     last_knn = next((h['knn_top1'] for h in reversed(r.history) if 'knn_top1' in h), None)
     for epoch in range(r.start, cfg.epochs):
         if r.status == 'diverged': break
@@ -686,9 +822,14 @@ def _field_type(f) -> tuple:
     conv.__name__ = base.__name__  # argparse names the type in its error messages
     return dict(type=conv)
 
+class _Parser(argparse.ArgumentParser):
+    "An error is two lines (a short usage and the error), not the whole usage of ~50 flags."
+    def error(self, message):
+        self.exit(2, f"usage: {self.prog} [--FIELD VALUE ...] (--help lists them)\n{self.prog}: error: {message}\n")
+
 def train_parser() -> argparse.ArgumentParser:
     "One flag per TrainConfig field (the default in the help), plus --out."
-    p = argparse.ArgumentParser(prog='cosine-pitfalls train', description='Train one self-supervised run.')
+    p = _Parser(prog='cosine-pitfalls train', description='Train one self-supervised run.', allow_abbrev=False)
     p.add_argument('--out', dest='out_dir', default=None,
                    help="where run.nc, config.json and checkpoint.pt go ('' writes nothing)")
     for f in fields(TrainConfig):
@@ -711,6 +852,8 @@ def main(argv: list | None = None) -> int:
     try: ds = train(cfg)
     except (ValueError, FileNotFoundError) as e:
         print(f'cosine-pitfalls train: error: {e}', file=sys.stderr); return 2
+    except KeyboardInterrupt:           # the last checkpoint is whole (written atomically)
+        print('cosine-pitfalls train: interrupted; resume with the same command', file=sys.stderr); return 130
     if dist_info()[0] == 0:
         a = ds.attrs
         print(f"{cfg.method} on {a['source']}: status {a['status']}, "
