@@ -45,6 +45,7 @@ pytest:
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks
 	$(BIN)/python benchmarks/train_throughput.py --out outputs/benchmarks
+	$(BIN)/python benchmarks/import_time.py --out outputs/benchmarks
 
 # README.md mirrors nbs/index.ipynb (no Quarto here for nbdev_readme)
 readme: setup

@@ -16,9 +16,41 @@ from .train import TrainConfig, sweep_configs
 
 # %% auto #0
 __all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'BEST_WD_T1', 'PAPER_TRAIN_IMAGES',
-           'CUT_SIGNS', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'data_needs', 'plan_runs', 'ms',
-           'chance_band', 'judge_collapse', 'table1_parts', 'paper_epoch', 'judge_small', 'cut_grid_parts', 'heatmap',
-           'antipodal_concentration', 'pair_panel']
+           'CUT_SIGNS', 'check_params', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'data_needs',
+           'plan_runs', 'ms', 'chance_band', 'judge_collapse', 'table1_parts', 'paper_epoch', 'judge_small',
+           'cut_grid_parts', 'heatmap', 'antipodal_concentration', 'pair_panel']
+
+# %% ../nbs/05a_embedding_norms.ipynb #750952fd
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    """Check the values 05a's runs share: its grids, then the config every run starts from (one ValueError
+    naming the first bad value); what depends on the data is checked where the data are loaded."""
+    import dataclasses
+    from cosine_pitfalls.core import check_choice, parse_numbers
+    from cosine_pitfalls.data import DATASETS
+    from cosine_pitfalls.train import TrainConfig
+    p = params
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000:
+            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    for name in ('dataset_c100', 'dataset_in100', 'dataset_flowers'):
+        if p[name]: check_choice(name, p[name], DATASETS)
+    for name in ('wds', 'cuts', 'wds_t5', 'wds_t6', 'cuts_f5'): parse_numbers(p[name], name)
+    # whether the ImageFolder is there is the data's check, made where the notebook loads it
+    path = (p['data_path'] or 'DATA_PATH') if p['dataset'] == 'imagefolder' else None
+    base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
+                       backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
+                       steps_per_epoch=p['steps_per_epoch'], batch_size=p['batch_size'], optimizer='sgd',
+                       lr=p['lr'], momentum=0.9, weight_decay=p['wd'], head_width=p['head_width'],
+                       head_out=p['head_out'], eval_every=0,
+                       record_init=True, knn_features='embedding', queue_size=p['queue_size'],
+                       dino_out=p['dino_out'], diag_samples=p['diag_samples'], show_progress=False,
+                       image_size=p['image_size'] or None, data_path=path)
+    for name, field in (('epochs_t3', 'epochs'), ('batch_sizes', 'batch_size')):
+        for v in parse_numbers(p[name], name, int):
+            try: dataclasses.replace(base, **{field: v})
+            except ValueError as e: raise ValueError(f'{name}: {e}') from None
+
 
 # %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
 PROFILES = {

@@ -19,9 +19,9 @@ from .losses import info_nce
 from .paper import PAPER
 
 # %% auto #0
-__all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OBJECTIVES', 'agreement', 'log_uniform',
-           'regime_angles', 'orthonormal_pair', 'pairs_at_angles', 'rel_err', 'autograd_grad', 'cos_sim', 'tangent',
-           'cosine_loss_grad', 'check_prop1', 'flat_columns', 'info_nce_anchor_loss', 'step_growth',
+__all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OBJECTIVES', 'check_params', 'agreement',
+           'log_uniform', 'regime_angles', 'orthonormal_pair', 'pairs_at_angles', 'rel_err', 'autograd_grad', 'cos_sim',
+           'tangent', 'cosine_loss_grad', 'check_prop1', 'flat_columns', 'info_nce_anchor_loss', 'step_growth',
            'cosine_step_increment', 'cosine_step_increment_a3', 'cosine_step_bound', 'simulate_cosine_step',
            'info_nce_grad', 'info_nce_grad_printed', 'prop5_bound', 'cosine_tail_exact', 'mc_cosine_tail', 'angle',
            'margin_logits', 'margin_loss', 'plain_theta_grad', 'angular_multiplier', 'logit_ratio', 'margin_theta_grad',
@@ -32,6 +32,21 @@ __all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OB
            'pos_neg_similarity', 'lee_bound_slack', 'optimize_pairs', 'directclr_logits', 'directclr_loss',
            'directclr_alpha', 'directclr_embedding_grads', 'directclr_weight_grad', 'directclr_term_scale',
            'random_linear_problem', 'directclr_X', 'directclr_sigmas']
+
+# %% ../nbs/01_gradients.ipynb #50fd9672
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> list[int]:  # the dimensions of `dims`
+    "Check the values of section 1's parameters: one ValueError naming the first bad one."
+    from cosine_pitfalls.core import parse_numbers
+    dims = parse_numbers(params['dims'], 'dims', int)
+    if min(dims) < 2 or max(dims) > 65536:
+        raise ValueError(f"dims must be comma-separated integers in 2 .. 65536; got {params['dims']!r}")
+    for name, lo, hi in (('n_cases', 1, 10**4), ('n_mc', 2, 10**8), ('n_trials', 2, 10**6),
+                         ('opt_steps', 1, 10**6), ('grid', 3, 5001), ('seed', 0, 2**63 - 1)):
+        v = params[name]
+        if not lo <= v <= hi: raise ValueError(f"{name} must be an integer in {lo} .. {hi}; got {v!r}")
+    return dims
+
 
 # %% ../nbs/01_gradients.ipynb #2ab295d2
 PROFILES = {

@@ -22,8 +22,8 @@ __all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'CLOP_WEIGHTINGS', 'upcas
 # %% ../nbs/10_losses.ipynb #8f5caaf3
 import functools, inspect
 
-from .mechanisms import (TERMS, GradScale, check_views, dist_info, gather_with_grad, margin_logits,
-                                        soft_cross_entropy)
+from .mechanisms import (TERMS, GradScale, check_views, dist_info, gather_with_grad,
+                                        margin_logits, soft_cross_entropy)
 
 # %% ../nbs/10_losses.ipynb #333f6819
 def upcast(t: Tensor,  # any tensor
@@ -39,8 +39,8 @@ def fp32_loss(forward):  # a loss's forward (or any function of tensors)
     "Decorator: run `forward` with autocast off, on fp32 copies of its half-precision tensor arguments."
     @functools.wraps(forward)
     def wrapper(*args, **kwargs):
-        first = next((t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])
-                      if isinstance(t, Tensor)), None)
+        flat = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])]
+        first = next((t for t in flat if isinstance(t, Tensor)), None)
         with torch.autocast(first.device.type if first is not None else 'cpu', enabled=False):
             return forward(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
     return wrapper
@@ -62,6 +62,7 @@ def _check_spec(spec) -> GradScale | None:
     return spec
 
 # %% ../nbs/10_losses.ipynb #c7d20619
+@fp32_loss
 def info_nce(z1: Tensor,                # first view, (*b, n, d)
              z2: Tensor,                # second view, (*b, n, d); row i is the positive of z1's row i
              temperature: float = 0.5,  # τ > 0 dividing the cosine similarities
@@ -95,7 +96,7 @@ def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
                      terms: str = 'both',             # 'both', 'attraction' or 'repulsion'
                      decoupled: bool = False,         # DCL: the positive leaves the denominator
                     ) -> Tensor:         # scalar: the mean over anchors
-    "InfoNCE of anchors against keys through the margins' logits; the core of SimCLR, DCL, DirectCLR and MoCo."
+    "InfoNCE of anchors against keys through the margins' logits: the core of SimCLR, DCL, DirectCLR, MoCo."
     cos = q @ keys.T                                                       # (n, M)
     n, M = cos.shape
     rows = torch.arange(n, device=q.device)
@@ -104,7 +105,8 @@ def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
         cols = cols + (cols >= self_idx[:, None]).long()                   # (n, M−1)
         cos, pos = cos.gather(1, cols), pos - (pos > self_idx).long()
     p = torch.zeros_like(cos); p[rows, pos] = 1.0
-    logits = cos / tau if spec is None or not spec.active else margin_logits(cos, p, tau, spec, validate=False)
+    plain = spec is None or not spec.active
+    logits = cos / tau if plain else margin_logits(cos, p, tau, spec, validate=False)
     if terms == 'attraction': return -(logits[rows, pos]).mean()
     den = logits.masked_fill(p.bool(), float('-inf')) if decoupled else logits
     lse = torch.logsumexp(den, dim=-1)                                     # (n,)
@@ -115,7 +117,7 @@ def two_view_contrast(z1: Tensor, z2: Tensor,  # the two views' embeddings on th
                       tau: float, spec: GradScale | None = None, terms: str = 'both', decoupled: bool = False,
                       gather: bool = True,     # keys from every process (torch.distributed); identity on one
                      ) -> Tensor:               # scalar
-    "SimCLR's NT-Xent over the 2N embeddings of every process: local anchors, gathered keys (positive = other view)."
+    "SimCLR's NT-Xent over the 2N embeddings of every process: local anchors, gathered keys (the other view)."
     h = F.normalize(torch.cat([z1, z2]), dim=-1)                           # (2n, d)
     keys = gather_with_grad(h) if gather else h                            # (W·2n, d), process-major
     rank = dist_info()[0] if gather else 0; n = z1.shape[0]
@@ -126,8 +128,8 @@ def two_view_contrast(z1: Tensor, z2: Tensor,  # the two views' embeddings on th
 
 # %% ../nbs/10_losses.ipynb #847497c7
 class InfoNCE(nn.Module):
-    """NT-Xent / InfoNCE of SimCLR (Chen et al. 2020; clop eq. 1): mean over the 2n anchors of both views, logits
-    cos/τ; `(n, d)` -> `()` (with `spec`: margins' logits), or `(*b, n, d)` -> `(*b,)` (plain)."""
+    """NT-Xent / InfoNCE of SimCLR (Chen et al. 2020; clop eq. 1): mean over the 2n anchors of both views,
+    logits cos/τ; `(n, d)` -> `()` (with `spec`: margins' logits), or `(*b, n, d)` -> `(*b,)` (plain)."""
     decoupled = False
     def __init__(self, temperature: float = 0.5,  # τ > 0 (SimCLR's CIFAR setting, lightly's default)
                  spec: GradScale | None = None,    # margins / gradient scaling of the logits (margins App. E)
@@ -146,12 +148,14 @@ class InfoNCE(nn.Module):
                ) -> Tensor:
         check_views(z0, z1, names=('z0', 'z1'))
         if z0.dim() == 2:
-            return two_view_contrast(z0, z1, self.temperature, self.spec, self.terms, self.decoupled, self.gather)
+            return two_view_contrast(z0, z1, self.temperature, self.spec, self.terms, self.decoupled,
+                                     self.gather)
         if (self.spec is not None and self.spec.active) or self.terms != 'both' or self.gather:
             raise ValueError("spec, terms and gather need (n, d) inputs; with leading batch dimensions "
                              "(*b, n, d) only the plain loss is computed")
         return info_nce(z0, z1, self.temperature, decoupled=self.decoupled)
-    def extra_repr(self) -> str: return f'temperature={self.temperature}, spec={self.spec}, terms={self.terms!r}'
+    def extra_repr(self) -> str:
+        return f'temperature={self.temperature}, spec={self.spec}, terms={self.terms!r}'
 
 class DCL(InfoNCE):
     """Decoupled contrastive loss (Yeh et al. 2022): InfoNCE without the positive in the denominator, τ = 0.1
@@ -182,6 +186,7 @@ def _standardize(z: Tensor, eps: float) -> Tensor:
     "Batch-standardize every dimension of `z: (*b, n, d)` like `BatchNorm1d(affine=False)` in training mode."
     return (z - z.mean(-2, keepdim=True)) / torch.sqrt(z.var(-2, unbiased=False, keepdim=True) + eps)
 
+@fp32_loss
 def barlow_twins(z1: Tensor,            # first view, (*b, n, d)
                  z2: Tensor,            # second view, (*b, n, d)
                  lambd: float = 5e-3,   # weight of the off-diagonal (redundancy) term
@@ -189,6 +194,10 @@ def barlow_twins(z1: Tensor,            # first view, (*b, n, d)
                 ) -> Tensor:            # (*b,)
     "Barlow Twins loss (Zbontar et al. 2021): cross-correlation of the standardized views pushed to the identity."
     check_views(z1, z2); check_positive('lambd', lambd, strict=False); check_positive('eps', eps)
+    return _barlow_twins(z1, z2, lambd, eps)
+
+def _barlow_twins(z1: Tensor, z2: Tensor, lambd: float, eps: float) -> Tensor:
+    "`barlow_twins` without the checks (the module checks its constants once, when made)."
     n = z1.shape[-2]
     c = _standardize(z1, eps).transpose(-1, -2) @ _standardize(z2, eps) / n   # (*b, d, d)
     diag = torch.diagonal(c, dim1=-2, dim2=-1)                                 # (*b, d)
@@ -209,10 +218,11 @@ class BarlowTwins(nn.Module):
     @fp32_loss
     def forward(self, z0: Tensor, z1: Tensor, labels: Tensor | None = None) -> Tensor:   # labels: ignored
         if self.gather: z0, z1 = gather_with_grad(z0), gather_with_grad(z1)
-        return barlow_twins(z0, z1, self.lambd, self.eps)
+        return _barlow_twins(z0, z1, self.lambd, self.eps)
     def extra_repr(self) -> str: return f'lambd={self.lambd}'
 
 # %% ../nbs/10_losses.ipynb #730d3762
+@fp32_loss
 def vicreg(z1: Tensor,                 # first view, (*b, n, d)
            z2: Tensor,                 # second view, (*b, n, d)
            sim_coeff: float = 25.0,    # weight of the invariance (MSE) term
@@ -225,6 +235,11 @@ def vicreg(z1: Tensor,                 # first view, (*b, n, d)
     for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)):
         check_positive(name, v, strict=False)
     check_positive('eps', eps)
+    return _vicreg(z1, z2, sim_coeff, std_coeff, cov_coeff, eps)
+
+def _vicreg(z1: Tensor, z2: Tensor, sim_coeff: float, std_coeff: float, cov_coeff: float,
+            eps: float) -> Tensor:
+    "`vicreg` without the checks (the module checks its constants once, when made)."
     n, d = z1.shape[-2:]
     inv = ((z1 - z2) ** 2).mean((-2, -1))                                      # (*b,)
     std_term, cov_term = 0.0, 0.0
@@ -237,13 +252,13 @@ def vicreg(z1: Tensor,                 # first view, (*b, n, d)
     return sim_coeff * inv + std_coeff * std_term + cov_coeff * cov_term
 
 class VICReg(nn.Module):
-    """VICReg loss (Bardes et al. 2022): 25·invariance + 25·variance + 1·covariance, the variance and covariance
-    terms of each view summed (variance halved); `(*b, n, d)` -> `(*b,)`. Defaults: the paper's and lightly's."""
+    """VICReg loss (Bardes et al. 2022): 25·invariance + 25·variance + 1·covariance, the variance and
+    covariance terms of each view summed (variance halved); `(*b, n, d)` -> `(*b,)`; the paper's defaults."""
     def __init__(self, sim_coeff: float = 25.0,  # invariance weight
                  std_coeff: float = 25.0,        # variance weight
                  cov_coeff: float = 1.0,         # covariance weight
                  eps: float = 1e-4,              # variance floor
-                 gather: bool = False,           # data parallel: every term over every process's batch, (n, d)
+                 gather: bool = False,           # data parallel: every term over all processes' batch, (n, d)
                 ):
         super().__init__()
         for name, v in (('sim_coeff', sim_coeff), ('std_coeff', std_coeff), ('cov_coeff', cov_coeff)):
@@ -254,18 +269,19 @@ class VICReg(nn.Module):
     @fp32_loss
     def forward(self, z0: Tensor, z1: Tensor, labels: Tensor | None = None) -> Tensor:   # labels: ignored
         if self.gather: z0, z1 = gather_with_grad(z0), gather_with_grad(z1)
-        return vicreg(z0, z1, self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps)
+        return _vicreg(z0, z1, self.sim_coeff, self.std_coeff, self.cov_coeff, self.eps)
     def extra_repr(self) -> str:
         return f'sim_coeff={self.sim_coeff}, std_coeff={self.std_coeff}, cov_coeff={self.cov_coeff}'
 
 # %% ../nbs/10_losses.ipynb #9eaac0b3
+@fp32_loss
 def supcon_loss(z1: Tensor, z2: Tensor,            # the two views' embeddings, (n, d) each
-                labels: Tensor | None = None,      # (n,) class index, −1 where unlabelled; None: all unlabelled
+                labels: Tensor | None = None,      # (n,) class index, −1 where unlabelled; None: all
                 tau: float = 0.1,                  # temperature
                 gather: bool = True,               # positives and negatives from every process
-                base_temperature: float | None = None,  # the official code's factor τ/base_temperature; None: 1
+                base_temperature: float | None = None,  # official code's factor τ/base_temperature; None: 1
                ) -> Tensor:                        # scalar
-    "Supervised contrastive loss (L_out) over the 2N embeddings of every process; unlabelled: their other view only."
+    "Supervised contrastive loss (L_out) over the 2N embeddings of every process; unlabelled: other view."
     if labels is None: labels = torch.full(z1.shape[:1], -1, dtype=torch.long, device=z1.device)
     h = F.normalize(torch.cat([z1, z2]), dim=-1)                           # (2n, d)
     keys = gather_with_grad(h) if gather else h                            # (W·2n, d)
@@ -283,10 +299,10 @@ def supcon_loss(z1: Tensor, z2: Tensor,            # the two views' embeddings, 
     return loss if base_temperature is None else (tau / base_temperature) * loss
 
 class SupCon(nn.Module):
-    """Supervised contrastive loss (Khosla et al. 2020, Eq. 2 `L_out`) on two views `(n, d)` -> `()`; labels −1 /
-    None: SimCLR's anchor. No τ/base_temperature factor unless `base_temperature` is given (official: 0.07)."""
+    """Supervised contrastive loss (Khosla et al. 2020, Eq. 2 `L_out`) on two views `(n, d)` -> `()`; label
+    −1 / None: SimCLR's anchor. No τ/base_temperature factor unless `base_temperature` is given (0.07)."""
     def __init__(self, temperature: float = 0.1,  # τ > 0 (the paper's best)
-                 base_temperature: float | None = None,  # official code's factor τ/0.07; None: no factor (Eq. 2)
+                 base_temperature: float | None = None,  # official code's factor τ/0.07; None: none (Eq. 2)
                  gather: bool = False,             # data parallel: every process's embeddings as candidates
                 ):
         super().__init__()
@@ -302,13 +318,13 @@ class SupCon(nn.Module):
         if z0.dim() != 2: raise ValueError(f"SupCon takes (n, d) views; got shape {tuple(z0.shape)}")
         if labels is not None and (not isinstance(labels, Tensor) or labels.is_floating_point()
                                    or labels.shape != z0.shape[:1]):
-            raise ValueError(f"labels must be an integer tensor (n,) = ({z0.shape[0]},), -1 where unlabelled, "
-                             f"or None; got {getattr(labels, 'dtype', type(labels).__name__)}")
+            raise ValueError(f"labels must be an integer tensor (n,) = ({z0.shape[0]},), -1 where "
+                             f"unlabelled, or None; got {getattr(labels, 'dtype', type(labels).__name__)}")
         return supcon_loss(z0, z1, labels, self.temperature, self.gather, self.base_temperature)
 
 # %% ../nbs/10_losses.ipynb #9b50cf5c
 class MemoryBank(nn.Module):
-    "MoCo's queue: the last `size` keys `(size, dim)`, unit vectors, written as a ring; initialized at random."
+    "MoCo's queue: the last `size` keys `(size, dim)`, unit vectors, written as a ring; random at first."
     def __init__(self, size: int,  # K, keys kept
                  dim: int,         # d, their width
                  generator: torch.Generator | None = None,  # draws the initial random unit vectors
@@ -334,7 +350,7 @@ class MemoryBank(nn.Module):
     def extra_repr(self) -> str: return f'size={self.queue.shape[0]}, dim={self.queue.shape[1]}'
 
 class MoCoLoss(nn.Module):
-    """MoCo (v2)'s InfoNCE of queries against their key and a queue of past keys, mean over the batch, τ = 0.2;
+    """MoCo (v2)'s InfoNCE of queries against their key and a queue of past keys, batch mean, τ = 0.2;
     `(n, d), (n, d)` -> `()`; enqueues the keys after the loss unless `update=False`."""
     def __init__(self, temperature: float = 0.2,  # τ > 0 (MoCo v2)
                  queue_size: int = 65536,          # K keys in the queue
@@ -370,8 +386,8 @@ class MoCoLoss(nn.Module):
 
 # %% ../nbs/10_losses.ipynb #0f3108cf
 class MoCoV3Loss(nn.Module):
-    """MoCo v3's contrastive loss of one direction: `factor · CE(q·kᵀ/τ)` against the batch's keys, positives on
-    the diagonal; `factor` 2τ by default (the official code); `(n, d), (n, d)` -> `()`. Sum the two directions."""
+    """MoCo v3's contrastive loss of one direction: `factor · CE(q·kᵀ/τ)` against the batch's keys,
+    positives on the diagonal; `factor` 2τ (the official code's); `(n, d), (n, d)` -> `()`. Sum both ways."""
     def __init__(self, temperature: float = 1.0,  # τ > 0 (the official ResNet setting)
                  factor: float | None = None,      # multiplies the cross-entropy; None: 2τ (official)
                  spec: GradScale | None = None,    # margins / gradient scaling
@@ -399,18 +415,19 @@ def _pairs(p, z) -> tuple[list, list]:
     "Predictions and targets as two equal-length lists of (n, d) tensors (one tensor: one pair)."
     ps, zs = ([p], [z]) if isinstance(p, Tensor) and isinstance(z, Tensor) else (p, z)
     if not (isinstance(ps, (list, tuple)) and isinstance(zs, (list, tuple)) and len(ps) == len(zs) >= 1):
-        raise ValueError("p and z must be two tensors (n, d), or two lists of them of one length (the view pairs)")
+        raise ValueError("p and z must be two tensors (n, d), or two lists of them of one length "
+                         "(the view pairs)")
     for a, b in zip(ps, zs): check_views(a, b, min_n=1, names=('p', 'z'))
     return list(ps), list(zs)
 
 class NegativeCosine(nn.Module):
-    """SimSiam's `D(p, z) = −cos(p, z)`, mean over the batch and over the view pairs (`views='mean'`, SimSiam Eq. 2)
-    or their sum; `p, z: (n, d)` or lists of them -> `()`. Targets `z` detached by the caller."""
+    """SimSiam's `D(p, z) = −cos(p, z)`, mean over the batch and over the view pairs (`views='mean'`,
+    SimSiam Eq. 2) or their sum; `p, z: (n, d)` or lists of them -> `()`. Targets detached by the caller."""
     def __init__(self, views: str = 'mean'):       # 'mean' (SimSiam) or 'sum' over the view pairs
         super().__init__()
         self.views = check_choice('views', views, ('mean', 'sum'))
     @fp32_loss
-    def forward(self, p, z,                        # predictions and targets: (n, d) each, or lists [p1, p2], [z2, z1]
+    def forward(self, p, z,                        # predictions, targets: (n, d) each, or [p1, p2], [z2, z1]
                 labels: Tensor | None = None,      # ignored
                ) -> Tensor:
         ps, zs = _pairs(p, z)
@@ -418,39 +435,41 @@ class NegativeCosine(nn.Module):
         return -cos.mean() if self.views == 'mean' else -cos.mean(-1).sum()
 
 class BYOLLoss(nn.Module):
-    """BYOL's `‖p̂ − ẑ‖² = 2 − 2cos(p, z)`, mean over the batch, summed over the view pairs (`views='sum'`, BYOL
-    Eq. 2 and its official code) or averaged; `p, z: (n, d)` or lists -> `()`. Targets detached by the caller."""
+    """BYOL's `‖p̂ − ẑ‖² = 2 − 2cos(p, z)`, mean over the batch, summed over the view pairs (`views='sum'`,
+    BYOL Eq. 2 and its official code) or averaged; `p, z: (n, d)` or lists -> `()`. Targets detached."""
     def __init__(self, views: str = 'sum',        # 'sum' (BYOL: L + L̃) or 'mean' over the view pairs
                  spec: GradScale | None = None,    # margins on the positive cosine (one candidate, τ = 1)
                 ):
         super().__init__()
         self.views, self.spec = check_choice('views', views, ('mean', 'sum')), _check_spec(spec)
     @fp32_loss
-    def forward(self, p, z,                        # predictions and targets: (n, d) each, or lists [p1, p2], [t2, t1]
+    def forward(self, p, z,                        # predictions, targets: (n, d) each, or [p1, p2], [t2, t1]
                 labels: Tensor | None = None,      # ignored
                ) -> Tensor:
         ps, zs = _pairs(p, z)
         cos = torch.stack([F.cosine_similarity(a, b, dim=-1) for a, b in zip(ps, zs)])   # (V, n)
-        if self.spec is not None and self.spec.active:   # one candidate per anchor, p = 1 (only positives), τ = 1
-            cos = margin_logits(cos[..., None], torch.ones_like(cos[..., None]), 1.0, self.spec, validate=False)[..., 0]
+        if self.spec is not None and self.spec.active:   # one candidate per anchor, p = 1 (positives), τ = 1
+            one = torch.ones_like(cos[..., None])
+            cos = margin_logits(cos[..., None], one, 1.0, self.spec, validate=False)[..., 0]
         per = 2 - 2 * cos
         return per.mean() if self.views == 'mean' else per.mean(-1).sum()
 
 # %% ../nbs/10_losses.ipynb #d61cfa32
+@fp32_loss
 def dino_loss(student: list[Tensor],  # student outputs of each view, (n, K) each
               teacher: list[Tensor],  # teacher outputs of each view (no gradient), (n, K) each
               center: Tensor,         # (K,) the teacher's running centre
               student_temp: float = 0.1, teacher_temp: float = 0.04,
              ) -> Tensor:             # scalar: mean over the pairs of different views
-    "DINO's cross-entropy between the centred, sharpened teacher and the student, over pairs of different views."
+    "DINO's cross-entropy between the centred, sharpened teacher and the student, over pairs of other views."
     t = [F.softmax((x - center) / teacher_temp, dim=-1) for x in teacher]
     s = [F.log_softmax(x / student_temp, dim=-1) for x in student]
     pairs = [(a, b) for a in range(len(s)) for b in range(len(t)) if a != b]
     return sum(-(t[b] * s[a]).sum(-1).mean() for a, b in pairs) / len(pairs)
 
 class DINOLoss(nn.Module):
-    """DINO's loss (Caron et al. 2021) with its centre: views of student and teacher `(n, K)` each -> `()`; the
-    centre (a buffer) moves to the teacher's batch mean with `center_momentum` after each call."""
+    """DINO's loss (Caron et al. 2021) with its centre: views of student and teacher `(n, K)` each -> `()`;
+    the centre (a buffer) moves to the teacher's batch mean with `center_momentum` after each call."""
     def __init__(self, out_dim: int = 65536,          # K, the head's output width
                  student_temp: float = 0.1, teacher_temp: float = 0.04,  # τ_s, τ_t
                  center_momentum: float = 0.9,         # momentum of the centre
@@ -493,7 +512,7 @@ class DINOLoss(nn.Module):
 
 # %% ../nbs/10_losses.ipynb #41ed3d30
 class DirectCLRLoss(nn.Module):
-    "DirectCLR's loss (Jing et al. 2022): InfoNCE on the sub-vector `r[:, :d0]` of two views' representations `(n, d)`."
+    "DirectCLR's loss (Jing et al. 2022): InfoNCE on the sub-vector `r[:, :d0]` of two views' `(n, d)`."
     def __init__(self, d0: int,                    # dimensions the loss sees
                  temperature: float = 0.5,         # τ of the InfoNCE
                  generator: torch.Generator | None = None,  # a random d0-subset per call instead of r[:, :d0]
@@ -585,12 +604,13 @@ def prototype_similarity(z: Tensor,           # embeddings, (*b, n, d)
     diff = z - c
     if similarity == 'euclidean': return 1 - torch.sqrt((diff ** 2).sum(-1) + 1e-12)   # smooth at z == c
     return 1 - diff.abs().sum(-1)
+@fp32_loss
 def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               labels: Tensor,       # (*b, n) or (n,): class index, -1 where unlabelled
               prototypes: Tensor,   # (k, d) shared, or (*b, k, d) one set per problem
               similarity: str = 'cosine',  # 'cosine', 'euclidean' or 'manhattan'
               reduction: str = 'mean',     # 'mean' over the labelled, 'sum' (eq. 4), 'anchor' (the sum / n)
-              validate: bool = True,       # check the labels' range (a host sync); False inside a training step
+              validate: bool = True,       # check the labels' range (a host sync); False in a training step
              ) -> Tensor:           # (*b,) the unweighted term; 0 where nothing is labelled
     "CLOP's prototype term `Σ_{i∈S} (1 − s(z_i, c_{y_i}))` (clop eq. 4) over the labelled subset."
     check_choice('similarity', similarity, SIMILARITIES); check_choice('reduction', reduction, REDUCTIONS)
@@ -660,7 +680,8 @@ class CLOP(nn.Module):
                ) -> Tensor:                        # (*b,); 0 where nothing is labelled (labels None)
         if labels is None: return z.new_zeros(z.shape[:-2])
         # prototypes follow z's device and dtype
-        return self.weight * clop_term(z, labels, self.prototypes, self.similarity, self.reduction, self.validate)
+        return self.weight * clop_term(z, labels, self.prototypes, self.similarity, self.reduction,
+                                       self.validate)
     def extra_repr(self) -> str:
         k, d = self.prototypes.shape
         return (f'num_classes={k}, dim={d}, prototypes={self.kind!r}, similarity={self.similarity!r}, '
@@ -668,21 +689,22 @@ class CLOP(nn.Module):
 
 # %% ../nbs/10_losses.ipynb #5f280562
 class WithCLOP(nn.Module):
-    """Any two-view base loss plus the CLOP term on both views' labelled embeddings: `(z0, z1, labels=None)` ->
-    `(*b,)`; labels None (pure SSL): the base loss alone. Wraps and is wrapped in any order (`WithVRNS`)."""
-    def __init__(self, base: nn.Module,  # a two-view loss, e.g. InfoNCE(), WithVRNS(...), lightly's NTXentLoss()
+    """Any two-view base loss plus the CLOP term on both views' labelled embeddings: `(z0, z1, labels=None)`
+    -> `(*b,)`; labels None (pure SSL): the base loss alone. Wraps, or is wrapped by, `WithVRNS`."""
+    def __init__(self, base: nn.Module,  # a two-view loss: InfoNCE(), WithVRNS(...), lightly's NTXentLoss()
                  clop: CLOP,             # the prototype term
                 ):
         super().__init__()
         if not isinstance(clop, CLOP):
             raise ValueError(f"clop must be a CLOP module; got {type(clop).__name__}")
-        if not callable(base): raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
+        if not callable(base):
+            raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
         self.base, self.clop, self.base_labels = base, clop, accepts_labels(base)
 
     @fp32_loss
     def forward(self, z0: Tensor,                  # first view, (*b, n, d)
                 z1: Tensor,                        # second view, (*b, n, d)
-                labels: Tensor | None = None,      # (*b, n) or (n,): class of each sample, -1 where unlabelled
+                labels: Tensor | None = None,      # (*b, n) or (n,): class of each sample, -1 unlabelled
                ) -> Tensor:                        # (*b,)
         check_views(z0, z1, names=('z0', 'z1'))
         out = self.base(z0, z1, labels=labels) if self.base_labels else self.base(z0, z1)

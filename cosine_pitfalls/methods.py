@@ -229,7 +229,7 @@ class SSLMethod(nn.Module):
                                              projector=copy.deepcopy(self.projector)))
             for p in self.target.parameters(): p.requires_grad_(False)
         self.spec = cfg.grad_scale()
-        self.objective = self._objective(generator)      # the method's loss module (MoCo's queue, DINO's centre)
+        self.objective = self._objective(generator)      # the method's loss (MoCo's queue, DINO's centre)
         if cfg.clop_weight > 0:
             d = cfg.d0 if cfg.method == 'directclr' else self.projector.out_dim  # the width the loss compares
             self.register_buffer('prototypes',
@@ -246,10 +246,10 @@ class SSLMethod(nn.Module):
         if m == 'dcl': return DCL(tau, self.spec, gather=True)
         if m == 'directclr': return InfoNCE(tau, gather=True)          # on the sub-vector r[:d0] (forward)
         if m == 'supcon': return SupCon(tau, gather=True)
-        if m == 'moco_v2':                                              # the queue: after the target, as before
+        if m == 'moco_v2':                                      # the queue: drawn after the target, as before
             return MoCoLoss(tau, cfg.queue_size, self.projector.out_dim, self.spec, gather=True,
                             generator=generator)
-        if m == 'moco_v3': return MoCoV3Loss(tau, factor=1.0, spec=self.spec, gather=True)   # × τ in _ssl_loss
+        if m == 'moco_v3': return MoCoV3Loss(tau, factor=1.0, spec=self.spec, gather=True)  # × τ: _ssl_loss
         if m == 'byol': return BYOLLoss('mean', self.spec)
         if m == 'simsiam': return NegativeCosine('mean')
         if m == 'dino':
@@ -331,11 +331,11 @@ class SSLMethod(nn.Module):
         "The method's own loss (fp32) from the embeddings and the other network outputs."
         m, o = self.cfg.method, self.objective
         if m in ('simclr', 'dcl', 'directclr', 'supcon', 'barlow_twins', 'vicreg'): return o(z1, z2, labels)
-        if m == 'moco_v2':                 # symmetrized; both directions see this step's queue, then both keys enter
+        if m == 'moco_v2':            # both directions see this step's queue (symmetrized), then both keys go in
             loss = (o(z1, net['t2'], update=False) + o(z2, net['t1'], update=False)) / 2
             o.bank.enqueue(torch.cat([F.normalize(net['t1'], dim=-1), F.normalize(net['t2'], dim=-1)]))
             return loss
         if m == 'moco_v3': return o.temperature * (o(net['p1'], net['t2']) + o(net['p2'], net['t1']))
         if m == 'byol': return o([net['p1'], net['p2']], [net['t2'], net['t1']])
         if m == 'simsiam': return o([net['p1'], net['p2']], [z2.detach(), z1.detach()])
-        return o([z1, z2], [net['t1'], net['t2']])                    # dino: student, teacher; the centre moves
+        return o([z1, z2], [net['t1'], net['t2']])               # dino: student, teacher; the centre moves

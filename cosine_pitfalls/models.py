@@ -13,8 +13,9 @@ from torch import Tensor, nn
 from .utils import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['BACKBONES', 'CUT_MODES', 'PROJECTORS', 'cifar_resnet', 'SmallCNN', 'ResNetSmall', 'make_backbone', 'mlp', 'cut_init_',
-           'random_orthogonal', 'DiagonalProjector', 'FixedProjector', 'make_projector', 'subvector']
+__all__ = ['BACKBONES', 'STEMS', 'IMAGENET_STEM_FROM', 'CUT_MODES', 'PROJECTORS', 'cifar_resnet', 'SmallCNN', 'ResNetSmall',
+           'make_backbone', 'mlp', 'cut_init_', 'random_orthogonal', 'DiagonalProjector', 'FixedProjector',
+           'make_projector', 'subvector']
 
 # %% ../nbs/14_models.ipynb #19fdfaf7
 def _check_int(name: str,              # parameter name, as the user wrote it
@@ -34,17 +35,25 @@ def _check_int(name: str,              # parameter name, as the user wrote it
 # %% ../nbs/14_models.ipynb #dd191114
 BACKBONES = ('resnet18', 'resnet50', 'small_cnn', 'resnet_small')
 
+STEMS = ('cifar', 'imagenet')
+IMAGENET_STEM_FROM = 96   # images this side or larger (STL-10, ImageNet) get the ImageNet stem
+
 def cifar_resnet(depth: int = 18,       # 18 (BasicBlock, out_dim 512) or 50 (Bottleneck, out_dim 2048)
                  in_channels: int = 3,  # image channels
+                 stem: str = 'cifar',   # 'cifar': 3x3 stride-1 conv, no max-pool; 'imagenet': torchvision's
+                                        # 7x7 stride-2 conv and max-pool (16x fewer activations after it)
                 ) -> nn.Module:         # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
-    "torchvision's ResNet-18/50 with SimCLR's CIFAR stem: 3x3 stride-1 conv, no max-pool, no fc."
-    check_choice('depth', depth, (18, 50)); _check_int('in_channels', in_channels)
+    "torchvision's ResNet-18/50 without fc, with SimCLR's CIFAR stem (or the ImageNet one for large images)."
+    check_choice('depth', depth, (18, 50)); _check_int('in_channels', in_channels); check_choice('stem', stem, STEMS)
     from torchvision.models import resnet18, resnet50   # torchvision: imported only to build a ResNet
     net = (resnet18 if depth == 18 else resnet50)(weights=None)   # random init, nothing downloaded
     net.out_dim = net.fc.in_features                              # 512 or 2048: the pooled features
-    net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    net.fc = nn.Identity()
+    if stem == 'imagenet' and in_channels == 3: return net
+    k, s_, pad = (3, 1, 1) if stem == 'cifar' else (7, 2, 3)
+    net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=k, stride=s_, padding=pad, bias=False)
     nn.init.kaiming_normal_(net.conv1.weight, mode='fan_out', nonlinearity='relu')  # as torchvision's convs
-    net.maxpool, net.fc = nn.Identity(), nn.Identity()
+    if stem == 'cifar': net.maxpool = nn.Identity()
     return net
 
 # %% ../nbs/14_models.ipynb #2bc9973b
@@ -115,6 +124,7 @@ class ResNetSmall(nn.Module):
 def make_backbone(name: str,             # one of BACKBONES
                   in_channels: int = 3,  # image channels (1 for the 16x16 digits, 3 for CIFAR)
                   width: int = 32,       # out_dim of 'small_cnn' / 'resnet_small'; ResNet-18/50: leave at 32
+                  image_size: int | None = None,  # ResNets: the ImageNet stem from IMAGENET_STEM_FROM pixels
                  ) -> nn.Module:         # (B, in_channels, H, W) -> (B, out_dim), with attribute `out_dim`
     "A randomly initialized backbone: CIFAR ResNet-18 / ResNet-50, or a small CNN / ResNet for 16x16 digits."
     check_choice('name', name, BACKBONES); _check_int('in_channels', in_channels); _check_int('width', width)
@@ -123,7 +133,8 @@ def make_backbone(name: str,             # one of BACKBONES
     if width != 32:
         raise ValueError(f"width sets the channels of 'small_cnn' and 'resnet_small' only; {name!r} has "
                          f"fixed widths, leave width=32; got width={width}")
-    return cifar_resnet(18 if name == 'resnet18' else 50, in_channels)
+    stem = 'imagenet' if image_size is not None and image_size >= IMAGENET_STEM_FROM else 'cifar'
+    return cifar_resnet(18 if name == 'resnet18' else 50, in_channels, stem)
 
 # %% ../nbs/14_models.ipynb #2281b391
 def mlp(in_dim: int,              # input features

@@ -20,11 +20,52 @@ from .losses import SIMILARITIES
 from .train import TrainConfig, encode, load_model, subset_classes, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'T3_JUDGED',
-           'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
-           'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
-           'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best',
-           'ms_status', 'status_panel', 'transfer_probe']
+__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT',
+           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE',
+           'check_params', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants',
+           'imagenet_runs', 'margins_settings', 'settings_5b', 'parse_5b', 'plan_runs', 'judge_within', 'judge_status',
+           'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
+
+# %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    """Check the values 05b's runs share: its choices and grids, then the config every run starts from at each
+    batch size (one ValueError naming the first bad value); what depends on the data is checked where the data
+    are loaded."""
+    from cosine_pitfalls.core import parse_numbers
+    from cosine_pitfalls.data import AUG_PRESETS
+    from cosine_pitfalls.train import TrainConfig
+    p = params
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000:
+            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    check_choice('clop_optimizer', p['clop_optimizer'], ('sgd', 'lars'))
+    check_choice('clop_reading', p['clop_reading'], ('mean', 'literal'))
+    for name in ('clop_augment', 'margins_augment'): check_choice(name, p[name], ('auto', *AUG_PRESETS))
+    if not 0 < p['label_frac'] < 1:
+        raise ValueError(f"label_frac must lie in (0, 1), a semi-supervised share; got {p['label_frac']}")
+    for name in ('dataset_c100', 'dataset_stl', 'dataset_tin'):
+        if p[name]: check_choice(name, p[name], DATASETS)
+    for name in ('clop_lrs', 'lambdas', 'alphas', 's_values', 's_values_bs', 'c_values', 's_fig6',
+                 'ratio_m1s'): parse_numbers(p[name], name)
+    # whether the ImageFolder is there is the data's check, made where the notebook loads it
+    path = (p['data_path'] or 'DATA_PATH') if p['dataset'] == 'imagefolder' else None
+    batches = {'clop_lr_batch': [p['clop_lr_batch']], 'm_batch': [p['m_batch']],
+               'clop_batch_sizes': parse_numbers(p['clop_batch_sizes'], 'clop_batch_sizes', int),
+               's_batch_sizes': parse_numbers(p['s_batch_sizes'], 's_batch_sizes', int)}
+    for name, bs in batches.items():
+        for b in bs:
+            try:
+                TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
+                            backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
+                            steps_per_epoch=p['steps_per_epoch'], batch_size=b, optimizer=p['clop_optimizer'],
+                            lr=p['clop_lr'], weight_decay=p['clop_wd'], head_width=p['head_width'],
+                            head_out=p['head_out'], momentum=0.9, eval_every=0, linear_probe=True,
+                            probe_epochs=p['probe_epochs'], show_progress=False,
+                            image_size=p['image_size'] or None, data_path=path)
+            except ValueError as e:
+                raise ValueError(f'{name}: {e}' if 'batch_size' in str(e) else e) from None
+
 
 # %% ../nbs/05b_prototypes_margins.ipynb #ba03fa26
 _GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
@@ -61,6 +102,7 @@ MARGINS_HP = {   # margins Tables 5-8: (m1, m2), s, (s, c), the ratio's m1; BYOL
 }
 IMAGENET_HP = {'moco_v3': (10.0, 1.5), 'simclr': (2.0, 1.0)}   # margins App. C.2: (s, c) of Table 4
 CLOP_TAU = {'C-100': 0.2, 'TIN': 0.1}   # τ of SupCon and InfoNCE in CLOP's public code (model.py), by dataset
+CLOP_TIN_OUT = 256   # CLOP's embedding width on Tiny-ImageNet: its 200 orthonormal prototypes need >= 200 (§4)
 T3_JUDGED = (('moco_v3', 'base'), ('moco_v3', 'pos'), ('moco_v3', 'ratio'),   # margins Table 3's compared rows
              ('simclr', 'base'), ('simclr', 'ratio'))
 MARGIN_METHODS = ('moco_v3', 'simclr')   # Tables 1-3, Figs. 3, 5, 7 (BYOL, without negatives: Tables 2-3)
@@ -123,9 +165,11 @@ def clop_settings(ids: list,      # the result IDs asked for
     rows, want = {}, lambda g: any(g in ID_GROUPS[i] for i in ids)
     def add(group, d, meta, **over):
         meta = dict(group=group, dataset=d, **meta)
-        tau = CLOP_TAU['TIN' if d == roles['TIN'] != roles['C-100'] else 'C-100']   # the digits take CIFAR-100's
+        tin = d == roles['TIN'] != roles['C-100']
+        tau = CLOP_TAU['TIN' if tin else 'C-100']   # the digits take CIFAR-100's
         base = dict(dataset=d, optimizer=P['optimizer'], lr=P['lr'], weight_decay=P['wd'], probe_labels='known',
-                    augment=P['augment'](d), batch_size=P['lr_batch'], temperature=tau)
+                    augment=P['augment'](d), batch_size=P['lr_batch'], temperature=tau,
+                    **(dict(head_out=CLOP_TIN_OUT) if tin else {}))   # every run of the TIN role: one width
         rows[_name(meta)] = ({**base, **over}, meta)
     def curve(lab, var, lam=None, rd=None):
         return clop_curve(lab, var, P['label_frac'], P['weight'] if lam is None else lam, rd or P['reading'])
@@ -176,7 +220,7 @@ def imagenet_runs(path: str) -> dict:
     recipe = {'moco_v3': dict(lr=0.6, temperature=1.0, augment='byol'), 'simclr': dict(lr=0.3, temperature=0.1)}
     out = {}
     for m, (s, c) in IMAGENET_HP.items():
-        out[(m, 'base')] = {**common, 'method': m, **recipe[m]}
+        out[(m, 'base')] = {**common, **recipe[m]}        # the method is the key's (margins_settings sets it)
         out[(m, 'pos&curv')] = {**out[(m, 'base')], 'pos_scale': s, 'curvature': c}
     return out
 

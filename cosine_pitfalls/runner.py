@@ -310,8 +310,8 @@ def lock_out(out: Path,      # the output folder
             raise ValueError(f"out: {str(out)!r} is in use by {holder}; wait for it to end, or give another "
                              "--out") from None
         f.seek(0); f.truncate(); f.write(f'pid {os.getpid()} ({command})\n'); f.flush()
-        yield
-        f.seek(0); f.truncate(); f.flush()
+        try: yield
+        finally: f.seek(0); f.truncate(); f.flush()
     finally: f.close()                                      # closing releases the lock
 
 # keeps ipykernel's per-start warnings (TCP transport) out of our output
@@ -414,6 +414,7 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
               nbs: str | Path | None = None, progress: bool = True) -> int:
     "Run the section notebooks for the requested results; write outputs, manifest and reports. Returns the exit code."
     jobs = plan(profile, only, sections, overrides, nbs)  # every check happens here, before any compute
+    if str(out).strip() and Path(out).is_dir(): read_manifest(Path(out))   # a damaged one: before anything
     out = check_out(out, create=True)
     with lock_out(out, f'reproduce --profile {profile}'):
         manifest = read_manifest(out)
@@ -884,7 +885,7 @@ def main(argv: list | None = None) -> int:
             sys.stdout.flush()
             return 0
         if args.cmd == 'report':
-            out = check_out(args.out, create=False)
+            out = check_out(args.out, create=False); read_manifest(out)   # a damaged one: before the lock
             with lock_out(out, 'report'): paths = write_reports(out, args.nbs)
             for p in paths: print(p)
             return 0

@@ -85,6 +85,7 @@ def _info_sym(u: Tensor, v: Tensor,  # unit rows, (*b, n, d)
     per_anchor = anchor_loss(s_uv, s_uu) + anchor_loss(s_uv.transpose(-1, -2), s_vv)
     return per_anchor.sum(-1) / (2 * n)  # mean over 2n anchors = mean over batches
 
+@fp32_loss
 def info_sym_loss(u: Tensor,                 # first view, (*b, n, d); row i is the positive of v's row i
                   v: Tensor,                 # second view, (*b, n, d)
                   c1: float | Tensor = 1,    # 1: use cross-view negatives (u_i, v_j)
@@ -128,6 +129,7 @@ def _ind_add(u: Tensor, v: Tensor, c1, c2, scale: float, bias: float,
             + c2 * ((psi(u @ u.transpose(-1, -2)) + psi(v @ v.transpose(-1, -2))) * neg).sum((-2, -1))
     return total / n  # = mean over batches of (Def. 3.2)/m
 
+@fp32_loss
 def ind_add_loss(u: Tensor,               # first view, (*b, n, d)
                  v: Tensor,               # second view, (*b, n, d)
                  c1: float | Tensor = 1,  # 1: use cross-view negatives
@@ -175,6 +177,7 @@ def _vrns(u: Tensor, v: Tensor, n_total: float, same: Tensor, m: Tensor) -> Tens
     sq = (u @ v.transpose(-1, -2) + 1.0 / (n_total - 1)) ** 2                # (*b, n, n)
     return (sq * neg).sum((-2, -1)) / (n * (m - 1))  # = mean over batches of Σ/(m(m-1))
 
+@fp32_loss
 def vrns_loss(u: Tensor,        # first view, (*b, n, d)
               v: Tensor,        # second view, (*b, n, d)
               n_total: int,     # n, the number of samples in the whole training set (>= 2)
@@ -204,14 +207,15 @@ class VRNSLoss(nn.Module):
     def extra_repr(self) -> str: return f'n_total={self.n_total}'
 
 class WithVRNS(nn.Module):
-    """A two-view loss plus `weight` times `L_VRNS` (lee §5): `base(u, v) + λ L_VRNS(u, v)`; `(u, v, labels=None)`,
-    the labels passed on to a base that takes them (`losses.WithCLOP`), so the wrappers compose in any order."""
-    def __init__(self, base: nn.Module,    # a two-view loss, e.g. InfoSymLoss(), losses.InfoNCE(), WithCLOP(...)
+    """A two-view loss plus `weight` times `L_VRNS` (lee §5): `base(u, v) + λ L_VRNS(u, v)`; takes
+    `(u, v, labels=None)`, passing labels on to a base that takes them: wrappers compose in any order."""
+    def __init__(self, base: nn.Module,    # a two-view loss: InfoSymLoss(), losses.InfoNCE(), WithCLOP(...)
                  n_total: int,             # training-set size n in Def. 5.7
                  weight: float = 1.0,      # λ >= 0
                 ):
         super().__init__()
-        if not callable(base): raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
+        if not callable(base):
+            raise ValueError(f"base must be a two-view loss (callable); got {type(base).__name__}")
         self.base, self.vrns, self.weight = (base, VRNSLoss(n_total),
                                              check_positive('weight', weight, strict=False))
         self.base_labels = accepts_labels(base)

@@ -16,7 +16,8 @@ from tqdm.auto import tqdm
 
 from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
                                    params_hash, stale_tmp)
-from .data import AUG_PRESETS, DATASETS, eval_images, labelled_mask, load_dataset, make_views
+from .data import (AUG_PRESETS, DATASETS, DEFAULT_SIZES, eval_images, labelled_mask, load_dataset,
+                                  make_views)
 from .diagnostics import PreNormCapture, norm_stats, pair_stats, spectrum_stats
 from .evaluation import knn_topk, linear_probe
 from .mechanisms import dist_info
@@ -45,9 +46,16 @@ ENGINE_MODULES = ('utils', 'data', 'models', 'losses', 'similarity_losses', 'mec
 def engine_hash() -> str:
     "Hash of the engine's module sources: a run trained by other code is not resumed or reused."
     import hashlib
-    h, pkg = hashlib.sha256(), Path(importlib.import_module('cosine_pitfalls').__file__).parent
-    for m in ENGINE_MODULES: h.update((pkg/f'{m}.py').read_bytes())
-    return h.hexdigest()[:12]
+    pkg = Path(importlib.import_module('cosine_pitfalls').__file__).parent
+    files = [pkg/f'{m}.py' for m in ENGINE_MODULES]
+    stamp = tuple((f.stat().st_mtime_ns, f.stat().st_size) for f in files)   # re-read only when a file changed
+    if _ENGINE_HASH.get('stamp') != stamp:
+        h = hashlib.sha256()
+        for f in files: h.update(f.read_bytes())
+        _ENGINE_HASH.update(stamp=stamp, hash=h.hexdigest()[:12])
+    return _ENGINE_HASH['hash']
+
+_ENGINE_HASH: dict = {}   # the last hash and the files' (mtime, size) it was computed from
 
 MAX_EPOCHS = 100_000   # more is a typo, not a run (a digits epoch takes ~0.5 s: 100000 are half a day)
 MAX_SEED = 2**63 - 1   # the largest seed torch's generators take
@@ -356,12 +364,15 @@ def load_model(run_dir: str | Path,          # a run's folder (train's out_dir),
     run_dir = Path(run_dir)
     if not (run_dir/CONFIG).exists() or not (run_dir/CHECKPOINT).exists():
         raise ValueError(f"run_dir: {str(run_dir)!r} holds no finished run (needs {CONFIG} and {CHECKPOINT})")
-    kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); kw.pop('run_id', None)
-    kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
-    cfg = TrainConfig(**kw)
-    st = read_checkpoint(run_dir/CHECKPOINT)
-    if st.get('run_id') != cfg.run_id():
-        raise ValueError(f"run_dir: {str(run_dir)!r} mixes two runs: {CONFIG} is run {cfg.run_id()}, "
+    try:
+        kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); rid = kw.pop('run_id')
+        kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
+        cfg = TrainConfig(**kw)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{run_dir/CONFIG}: not a run config of this trainer ({type(e).__name__}: {e})") from None
+    st = read_checkpoint(run_dir/CHECKPOINT)        # weights_only: nothing in it runs
+    if st.get('run_id') != rid:                     # checked before the weights are used
+        raise ValueError(f"run_dir: {str(run_dir)!r} mixes two runs: {CONFIG} is run {rid}, "
                          f"{CHECKPOINT} run {st.get('run_id')}")
     model = build_model(cfg, **st['meta']).to(device)
     model.load_state_dict(st['model'])
@@ -421,7 +432,8 @@ def _init_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device, bool]:
 def build_model(cfg: TrainConfig, num_classes: int, n_total: int, channels: int) -> SSLMethod:
     "Backbone + method, seeded; cut-initialization applied once, to the online network, and copied to the target."
     torch.manual_seed(derive_seed(cfg.seed, 'init'))
-    backbone = make_backbone(cfg.backbone, in_channels=channels, width=cfg.width)
+    side = cfg.image_size or DEFAULT_SIZES[cfg.dataset]   # the stored side (ResNets: ImageNet stem from 96 px)
+    backbone = make_backbone(cfg.backbone, in_channels=channels, width=cfg.width, image_size=side)
     model = SSLMethod(cfg, backbone, num_classes, n_total,
                       torch.Generator().manual_seed(derive_seed(cfg.seed, 'method')))
     if cfg.cut_c != 1:
@@ -546,7 +558,7 @@ def check_data(cfg: TrainConfig, num_classes: int, n_train: int, world: int = 1)
         raise ValueError(f"batch_size x processes ({cfg.batch_size * world}) must not exceed the training set "
                          f"({n_train} images of {cfg.dataset})")
     if cfg.clop_weight > 0:
-        rep = cfg.width if cfg.backbone == 'small_cnn' else make_backbone(cfg.backbone).out_dim
+        with torch.device('meta'): rep = make_backbone(cfg.backbone, _channels(cfg), cfg.width).out_dim
         d, kind = embedding_width(cfg, rep), cfg.clop_prototypes
         if (kind == 'orthonormal' and num_classes > d) or (kind == 'etf' and num_classes > d + 1):
             raise ValueError(f"head_out: CLOP's {kind} prototypes need num_classes <= "

@@ -201,7 +201,7 @@ def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
     assert m['results']['clop.thm1']['status'] == 'ok' and (out/'results'/'clop.thm1.nc').exists()
     err = m['results'][bad]['error']
     assert m['results'][bad]['status'] == 'failed' and err['ename'] == 'RuntimeError' and err['cell'] is not None
-    kept = out/'runs'/f"{Path(other).stem}.smoke.ipynb"
+    kept = out/'runs'/f"{Path(other).stem}.smoke.failed.ipynb"          # never over a finished one (issue 19)
     assert 'deliberate failure planted by the test' in kept.read_text()
     row = (out/'report.md').read_text().split(f'| `{bad}` |')[1].split('\n')[0]
     assert '| failed |' in row and 'RuntimeError' in row

@@ -68,3 +68,42 @@ def test_two_processes_equal_one(name):
     for k, p in ref.named_parameters():
         if p.grad is None: continue
         assert torch.allclose(grads[k], p.grad, atol=1e-10, rtol=1e-8), k
+
+
+# --- the engine under DDP (issue 20, point 8): the preflight's DDP part, two gloo processes through train() ---
+from cosine_pitfalls.data import load_dataset
+from cosine_pitfalls.train import TrainConfig
+
+DDP_RUNS = {
+    'moco_v2': dict(method='moco_v2', queue_size=128),
+    'simclr+margins+vrns': dict(method='simclr', m1=0.2, vrns_weight=3.0),
+    'supcon+clop': dict(method='supcon', clop_weight=1.0),
+}
+
+
+@pytest.mark.parametrize('name', list(DDP_RUNS))
+def test_train_in_two_gloo_processes(name, tmp_path):
+    "Both processes exit 0 and leave the group; process 0 alone evaluates (kNN, probe)."
+    from cosine_pitfalls.preflight import ddp_check
+    cfg = TrainConfig(dataset='digits', width=8, head_width=32, head_out=16, batch_size=16, epochs=2,
+                      steps_per_epoch=2, eval_every=1, diag_samples=32, knn_k=10, linear_probe=True, probe_epochs=2,
+                      out_dir=str(tmp_path/'run'), **DDP_RUNS[name])
+    d = load_dataset('digits')
+    small = type(d)(d.name, d.train_x[:200], d.train_y[:200], d.test_x[:50], d.test_y[:50], d.num_classes, d.mean,
+                    d.std, d.source)
+    assert ddp_check(cfg, small) == []
+    assert (tmp_path/'run'/'run.nc').exists() and (tmp_path/'run'/'rng.rank1.pt').exists()
+
+
+def test_queue_is_not_a_broadcast_buffer():
+    "DDP leaves out the buffers every process updates alike (MoCo's queue, DINO's centre, CLOP's prototypes)."
+    from cosine_pitfalls.train import _ddp, build_model
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(_free_port()))
+    dist.init_process_group('gloo', rank=0, world_size=1)
+    try:
+        cfg = TrainConfig(method='moco_v2', width=8, head_width=16, head_out=8, queue_size=64, clop_weight=1.0)
+        net = _ddp(build_model(cfg, 8, 100, 1), cfg, torch.device('cpu'))
+        ignored = set(net.module._ddp_params_and_buffers_to_ignore)
+        assert {'queue', 'queue_ptr', 'prototypes'} <= ignored and not any('running_mean' in n for n in ignored)
+    finally:
+        dist.destroy_process_group()

@@ -58,11 +58,9 @@ def test_infonce_ntxent(tau):
 def test_infonce_batched_functional():
     "The batched functional form, one problem per leading index."
     z0, z1 = views(n=10, d=6, seed=2)
-    za, zb = torch.stack([z0, z0.flip(0)]), torch.stack([z1, z1.flip(0)])
     ours = lambda a, b: L.info_nce(torch.stack([a, a.flip(0)]), torch.stack([b, b.flip(0)]), 0.3).sum()
     theirs = lambda a, b: NTXentLoss(0.3)(a, b) + NTXentLoss(0.3)(a.flip(0), b.flip(0))
     assert_parity(ours, theirs, [z0, z1])
-    assert za.shape == (2, 10, 6) and zb.shape == za.shape
 
 
 def test_margin_infonce_without_margin_is_ntxent():
@@ -191,7 +189,7 @@ def test_weighted_knn():
 
 
 def test_ours_fp32_under_autocast():
-    "Under bf16 autocast our losses compute and return fp32 (lightly computes its matmuls in bf16 there)."
+    "Under bf16 autocast our losses compute and return fp32, close to the float64 loss."
     g = torch.Generator().manual_seed(17)
     a, b = torch.randn(32, 16, generator=g), torch.randn(32, 16, generator=g)
     ref = L.InfoNCE(0.1)(a.double(), b.double())

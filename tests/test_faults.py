@@ -1,0 +1,303 @@
+"""Faults (issue 19): nothing finished is lost, nothing runs that should not. One test (or group) per point:
+1 interrupts, 2 two runners on one folder, 3 a train folder of another run, 4 damaged result files, 5 checkpoints
+that cannot execute code (and issue 20.1: resuming a checkpoint saved on another device), 6 trust, 7 values
+checked before any kernel, 8 unusable folders and damaged files, 9 the smaller ones."""
+import json, os, pickle, shutil, signal, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import CLI, NBS, read_json, tree
+
+
+def run_cli(*args, env=None, timeout=600, **kw):
+    "The installed console script, with an environment of our own when given."
+    env = dict(env or os.environ, PYTHONUNBUFFERED='1')
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+ONE = ['reproduce', '--profile', 'smoke', '--only', 'clop.thm1', '--quiet']
+SMALL = ['--dataset', 'digits', '--batch-size', '64', '--head-width', '32', '--head-out', '16', '--width', '8',
+         '--eval-every', '0', '--diag-samples', '64', '--knn-k', '20', '--threads', '1', '--no-show-progress']
+FINAL, PAGE = Path('runs/01_gradients.smoke.ipynb'), Path('notebooks/01_gradients.smoke.html')
+
+
+def _wait(cond, timeout=300, p=None):
+    t0 = time.time()
+    while not cond() and time.time() - t0 < timeout and (p is None or p.poll() is None): time.sleep(0.05)
+    return cond()
+
+
+@pytest.fixture(scope='module')
+def done1(tmp_path_factory):
+    "clop.thm1 at smoke from a copy of the notebooks (--nbs), with a Jupyter data folder of its own."
+    base = tmp_path_factory.mktemp('faults')
+    nbs = base/'nbs'; shutil.copytree(NBS, nbs)
+    env = dict(os.environ, JUPYTER_DATA_DIR=str(base/'jupyter'))
+    out = base/'out'; (out/'results').mkdir(parents=True)
+    live = out/'results'/f'.clop.fig6.{os.getpid()}.ab12cd34.tmp.nc'   # a live writer's temporary (ours)
+    live.write_text('half')
+    r = run_cli(*ONE, '--nbs', nbs, '--out', out, env=env)
+    assert r.returncode == 0, r.stderr
+    assert live.exists(), "a run's clean-up deleted another process's temporary file"      # point 2
+    live.unlink()
+    return base, nbs, out, env
+
+
+# 1. an interrupted notebook never replaces a finished one
+@pytest.mark.parametrize('how', ['SIGINT to the group', 'SIGTERM'])
+def test_interrupt_keeps_the_finished_notebook_and_page(done1, tmp_path, how):
+    base, nbs, src, env = done1
+    out = tmp_path/'out'; shutil.copytree(src, out)
+    keep = {p: (out/p).read_bytes() for p in (FINAL, PAGE)}
+    runs0 = len(read_json(out/'manifest.json')['runs'])
+    p = subprocess.Popen([str(CLI), *ONE, '--force', '--nbs', str(nbs), '--out', str(out)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert _wait(lambda: list((out/'runs').glob('.*running*')), p=p), 'the notebook never started'
+    time.sleep(3)                                                              # a few cells in
+    if how == 'SIGTERM': p.send_signal(signal.SIGTERM)
+    else: os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    for f, b in keep.items(): assert (out/f).read_bytes() == b, f'{f} changed'
+    assert (out/'runs'/'01_gradients.smoke.interrupted.ipynb').exists()
+    assert 'kept as runs/01_gradients.smoke.interrupted.ipynb' in err
+    m = read_json(out/'manifest.json')
+    assert len(m['runs']) == runs0 + 1 and m['runs'][-1]['status'] == 'interrupted'
+    assert m['results']['clop.thm1']['status'] == 'ok'              # the finished result stands
+    r = run_cli('report', '--out', out, '--nbs', nbs)
+    assert r.returncode == 0 and (out/PAGE).read_bytes() == keep[PAGE]
+    assert not (out/'notebooks'/'01_gradients.smoke.interrupted.html').exists()
+
+
+# 2. one runner per output folder
+def test_second_runner_on_one_folder_is_refused_at_once(done1, tmp_path):
+    base, nbs, src, env = done1
+    out = tmp_path/'out'; shutil.copytree(src, out)
+    p = subprocess.Popen([str(CLI), *ONE, '--force', '--nbs', str(nbs), '--out', str(out)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait(lambda: list((out/'runs').glob('.*running*')), p=p), 'the first run never started'
+    before = (out/'manifest.json').read_bytes()
+    for cmd in (ONE, ['report']):
+        t0 = time.time()
+        r = run_cli(*cmd, '--nbs', nbs, '--out', out, env=env)
+        assert r.returncode == 2 and time.time() - t0 < 30, r.stderr
+        assert f'is in use by pid {p.pid} (reproduce --profile smoke)' in r.stderr and 'Traceback' not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (out/'manifest.json').read_bytes() == before
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    assert read_json(out/'manifest.json')['runs'][-1]['status'] == 'ok'
+
+
+# 3. a train folder that holds another run
+def test_train_folder_of_another_run_is_refused(tmp_path):
+    out = tmp_path/'run'
+    r = run_cli('train', '--method', 'simclr', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
+    assert r.returncode == 0, r.stderr
+    before, rid = tree(out), read_json(out/'config.json')['run_id']
+    t0 = time.time()
+    r = run_cli('train', '--method', 'byol', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
+    assert r.returncode == 2 and f'of run {rid}' in r.stderr and 'this is run ' in r.stderr, r.stderr
+    assert 'fresh --out' in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert tree(out) == before and time.time() - t0 < 60
+
+
+# 4. "done" means every file opens
+@pytest.mark.parametrize('damage', ['truncate', 'delete'])
+def test_damaged_result_file_is_recomputed(done1, tmp_path, damage):
+    import xarray as xr
+    base, nbs, src, env = done1
+    out = tmp_path/'out'; shutil.copytree(src, out)
+    nc = out/'results'/'clop.thm1.nc'
+    if damage == 'truncate': nc.write_bytes(nc.read_bytes()[:nc.stat().st_size // 2])
+    else: nc.unlink()
+    runs0 = len(read_json(out/'manifest.json')['runs'])
+    r = run_cli(*ONE, '--nbs', nbs, '--out', out, env=env)
+    assert r.returncode == 0, r.stderr
+    xr.load_dataset(nc, engine='h5netcdf')
+    m = read_json(out/'manifest.json')
+    assert len(m['runs']) == runs0 + 1
+    why = m['results']['clop.thm1']['recomputed_because']
+    assert why.startswith('results/clop.thm1.nc ') and ('missing' if damage == 'delete' else 'open') in why
+
+
+# 5. checkpoints that cannot execute code
+class _Evil:
+    def __init__(self, marker): self.marker = marker
+    def __reduce__(self): return (os.system, (f'touch {self.marker}',))
+
+
+def test_planted_pickle_in_checkpoint_does_not_execute(tmp_path):
+    out, marker = tmp_path/'run', tmp_path/'EXECUTED'
+    out.mkdir()
+    torch.save({'run_id': 'x', 'model': _Evil(marker)}, out/'checkpoint.pt')
+    assert not marker.exists()
+    r = run_cli('train', '--method', 'simclr', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
+    assert not marker.exists(), 'the checkpoint executed code'
+    assert r.returncode == 2 and 'checkpoint.pt: not a readable checkpoint of this trainer' in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr, r.stderr
+    from cosine_pitfalls.train import load_model
+    from dataclasses import asdict
+    (out/'config.json').write_text(json.dumps(dict(run_id='x', **asdict(_tiny('')))))
+    with pytest.raises(ValueError, match='not a readable checkpoint'): load_model(out)
+    assert not marker.exists()
+
+
+def _tiny(out, **kw):
+    from cosine_pitfalls.train import TrainConfig
+    return TrainConfig(**dict(method='simclr', epochs=3, steps_per_epoch=3, batch_size=64, head_width=32,
+                              head_out=16, width=8, eval_every=0, diag_samples=64, knn_k=20, threads=1,
+                              show_progress=False, out_dir=str(out)) | kw)
+
+
+def test_checkpoint_saved_on_another_device_resumes_on_this_one(tmp_path, monkeypatch):
+    "Issue 20.1: a checkpoint whose tensors carry CUDA location tags resumes here, on the CPU, bit for bit."
+    from cosine_pitfalls.data import load_dataset
+    from cosine_pitfalls.train import read_checkpoint, train
+    digits = load_dataset('digits')
+    a, b = tmp_path/'a', tmp_path/'b'
+    train(_tiny(a), data=digits)
+    train(_tiny(b), data=digits, stop_after=1)
+    st = read_checkpoint(b/'checkpoint.pt')
+    with monkeypatch.context() as m:                  # write it as a GPU process would: every storage on cuda:0
+        m.setattr(torch.serialization, 'location_tag', lambda storage: 'cuda:0')
+        torch.save(st, b/'checkpoint.pt')
+    if not torch.cuda.is_available():                 # proof that the tags say CUDA
+        with pytest.raises(RuntimeError, match='CUDA'): torch.load(b/'checkpoint.pt', weights_only=True)
+    train(_tiny(b), data=digits)
+    wa, wb = (read_checkpoint(d/'checkpoint.pt')['model'] for d in (a, b))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert all(v.device.type == 'cpu' for v in wb.values())
+
+
+def test_rng_state_with_more_or_fewer_saved_gpus_than_visible(monkeypatch):
+    "Issue 20.1: CUDA RNG states saved for 2 GPUs restore on 1 visible GPU (and 1 saved on 2 visible)."
+    from cosine_pitfalls import train as T
+    gens = dict(data=torch.Generator().manual_seed(1))
+    st = T.rng_state(gens)
+    for k in list(st): assert k in ('gens', 'torch', 'cuda', 'python', 'numpy')
+    torch.save(st, '/dev/null')                                  # plain types: weights_only loads them
+    restored = []
+    def set_state(s, device=0):
+        if device >= visible: raise IndexError('list index out of range')    # what CUDA does
+        assert s.device.type == 'cpu' and s.dtype == torch.uint8
+        restored.append(device)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: visible)
+    monkeypatch.setattr(torch.cuda, 'set_rng_state', set_state)
+    for visible, saved, expect in ((1, 2, [0]), (2, 1, [0]), (2, 2, [0, 1])):
+        restored.clear()
+        T.set_rng_state(gens, dict(st, cuda=[torch.get_rng_state()] * saved))
+        assert restored == expect, (visible, saved, restored)
+
+
+# 6. trust only the package's own notebooks
+def test_notebooks_of_another_folder_are_not_trusted(done1):
+    base, nbs, out, env = done1
+    m = read_json(out/'manifest.json')
+    assert m['runs'][-1]['trusted'] is False
+    db = base/'jupyter'/'nbsignatures.db'
+    if db.exists():
+        import sqlite3
+        with sqlite3.connect(db) as c: assert c.execute('select count(*) from nbsignatures').fetchone()[0] == 0
+
+
+# 7. parameter values checked before any kernel, and a refused run touches nothing
+BAD_VALUES = [
+    (['--section', '4', '-p', 'epochs=-1'], 'epochs must be an integer >= 1'),
+    (['--section', '4', '-p', 'dataset=mnist'], "dataset must be one of 'digits'"),
+    (['--section', '4', '-p', 'optimizer=adam'], "optimizer must be one of 'sgd'"),
+    (['--section', '4', '-p', 'batch_size=100000'], 'batch_size must not exceed the training set of digits'),
+    (['--section', '4', '-p', 'backbone=resnet999'], "backbone must be one of"),
+    (['--section', '4', '-p', 'epochs=1000000000'], 'epochs must be an integer >= 1 and <= 100000'),
+    (['--only', 'clop.thm1', '-p', 'n_trials=0'], 'n_trials must be'),
+    (['--only', 'clop.thm1', '-p', 'seed=-1'], 'parameter seed must be >= 0'),
+    (['--only', 'clop.thm1', '-p', 'seed=99999999999999999999999'], 'parameter seed must be an integer of at most'),
+]
+
+
+@pytest.mark.parametrize('args,msg', BAD_VALUES, ids=[' '.join(a) for a, _ in BAD_VALUES])
+def test_bad_value_is_refused_before_any_kernel(done1, tmp_path, args, msg):
+    base, nbs, src, env = done1
+    out = tmp_path/'out'; shutil.copytree(src, out)
+    before = tree(out)
+    t0 = time.time()
+    r = run_cli('reproduce', '--profile', 'smoke', *args, '--nbs', nbs, '--out', out, '--quiet', env=env)
+    assert r.returncode == 2 and msg in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr, r.stderr
+    assert time.time() - t0 < 30, 'a kernel ran'
+    assert tree(out) == before
+
+
+# 8. unusable folders and damaged files: one line naming them, before any compute
+@pytest.mark.parametrize('where', ['a file', '/proc/x'])
+def test_train_out_unusable_is_one_line_before_training(tmp_path, where):
+    out = tmp_path/'file' if where == 'a file' else Path('/proc/x')
+    if where == 'a file': out.write_text('x')
+    t0 = time.time()
+    r = run_cli('train', '--method', 'simclr', '--epochs', '30', *SMALL, '--out', out)
+    assert r.returncode == 2 and 'out: ' in r.stderr and 'Traceback' not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and time.time() - t0 < 30
+
+
+@pytest.mark.parametrize('name,content', [('checkpoint.pt', b'PK\x03\x04 cut'), ('checkpoint.pt', b'\x80\x02}q'),
+                                          ('run.nc', b'\x89HDF\r\n\x1a\n cut')])
+def test_damaged_train_file_is_one_line(tmp_path, name, content):
+    out = tmp_path/'run'; out.mkdir(); (out/name).write_bytes(content)
+    r = run_cli('train', '--method', 'simclr', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
+    assert r.returncode == 2 and str(out/name) in r.stderr and 'Traceback' not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and 'delete it' in r.stderr
+
+
+@pytest.mark.parametrize('text', ['{"results": {"clop', '"x"', '{"results": {"clop.thm1": "ok"}}'])
+@pytest.mark.parametrize('cmd', [['list'], ['report'], ONE])
+def test_damaged_manifest_is_one_line_naming_it(tmp_path, cmd, text):
+    out = tmp_path/'out'; out.mkdir(); (out/'manifest.json').write_text(text)
+    before = tree(out)
+    r = run_cli(*cmd, '--out', out)
+    assert r.returncode == 2 and f"{out/'manifest.json'}: damaged" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr and tree(out) == before
+
+
+# 9. the smaller ones
+@pytest.mark.parametrize('args,msg', [
+    (['reproduce', '--profile', 'smoke', '--out', ''], "out: must name a folder; got ''"),
+    (['list', '--out', ''], "out: must name a folder; got ''"),
+    (['reproduce', '--profil', 'smoke'], 'unrecognized arguments: --profil smoke'),
+    (['train', '--epoch', '3'], 'unrecognized arguments: --epoch 3'),
+])
+def test_small_refusals(tmp_path, args, msg):
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 2 and msg in r.stderr and os.listdir(tmp_path) == [], r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2, r.stderr             # at most a short usage, then the error
+
+
+def test_duplicates_are_run_once():
+    from cosine_pitfalls.runner import plan
+    assert [j['ids'] for j in plan('smoke', only=['clop.thm1', 'clop.thm1'])] == [['clop.thm1']]
+    jobs = plan('smoke', sections=[1, 1])
+    assert len(jobs) == 1 and len(jobs[0]['ids']) == len(set(jobs[0]['ids']))
+
+
+def test_list_into_a_closed_pipe_is_quiet(tmp_path):
+    r = subprocess.run(f'"{CLI}" list --out "{tmp_path}" | head -1', shell=True, capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.startswith('ID') and r.stderr == '', r.stderr
+
+
+def test_train_ctrl_c_is_one_line_and_keeps_a_resumable_checkpoint(tmp_path):
+    out = tmp_path/'run'; out.mkdir()
+    stale = out/'.checkpoint.999999999.ab12cd34.tmp.pt'; stale.write_bytes(b'left by a killed run')
+    args = ['--method', 'simclr', '--epochs', '100000', '--steps-per-epoch', '2', '--checkpoint-every', '1', *SMALL]
+    p = subprocess.Popen([str(CLI), 'train', *args, '--out', str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert _wait(lambda: (out/'checkpoint.pt').exists(), p=p), 'no checkpoint was written'
+    assert not stale.exists(), 'a leftover temporary checkpoint was not removed'
+    time.sleep(1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err.strip() == 'cosine-pitfalls train: interrupted; resume with the same command'
+    from cosine_pitfalls.train import read_checkpoint
+    st = read_checkpoint(out/'checkpoint.pt')
+    assert st['epoch'] >= 1 and not [f for f in out.iterdir() if '.tmp' in f.name]

@@ -1,0 +1,67 @@
+"""`reproduce --preflight` at a tiny size: the gpu and paper profiles' runs planned, checked and stepped on the CPU;
+a bug re-introduced is a non-zero exit that names the run (issue 20)."""
+import pytest
+
+from conftest import run_cli
+from cosine_pitfalls import preflight as pf
+from cosine_pitfalls import prototypes_margins as pm
+
+TINY = dict(batch_cap=4, side_cap=8, log=lambda s: None)
+
+
+def test_cli_preflight_of_section_4_smoke(cli):
+    r = run_cli('reproduce', '--profile', 'smoke', '--section', '4', '--preflight', timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for text in ('runs planned', 'distinct code paths stepped', 'estimated training time on this device',
+                 'peak memory of the largest run, estimated', 'resumed from its checkpoint', 'failures: 0'):
+        assert text in r.stdout, (text, r.stdout)
+
+
+def test_gpu_profile_of_section_4_steps_every_path():
+    rep = pf.preflight('gpu', sections=[4], **TINY)
+    assert rep.failures == [], rep.failures
+    assert rep.runs == rep.distinct > len(rep.paths) >= 6 and all(p.step_s and p.step_s > 0 for p in rep.paths)
+    assert rep.seconds['04_directclr'] > 0 and rep.largest[1]['total'] > rep.largest[1]['model'] > 0
+    assert 'stepped at batch <= 4, side <= 8 px' in pf.report_text(rep)      # the reduction is said
+
+
+def test_paper_profile_plans_imagenet_and_tiny_imagenet_runs():
+    "05b paper: Table 4 (ImageNet, placeholder root) plans and steps (bug 2), CLOP on the TIN role fits (bug 3)."
+    rep = pf.preflight('paper', only=['margins.table4', 'clop.table1'], **TINY)
+    assert rep.failures == [], rep.failures
+    names = [r[0] for p in rep.paths for r in p.runs]
+    assert any('m_in1k' in n for n in names) and any('imagefolder' in n and 'c_lambda' in n for n in names)
+    assert any('data_path_in1k' in n for n in rep.notes)
+
+
+def test_reintroduced_bug_2_fails_naming_the_notebook(monkeypatch, capsys):
+    "imagenet_runs putting 'method' back into the overrides: the plan fails, the exit is 1, the notebook is named."
+    orig = pm.imagenet_runs
+    monkeypatch.setattr(pm, 'imagenet_runs', lambda path: {k: {**v, 'method': k[0]} for k, v in orig(path).items()})
+    code = pf.cli('paper', only=['margins.table4'], **{k: v for k, v in TINY.items() if k != 'log'})
+    out = capsys.readouterr().out
+    assert code == 1 and "FAILED 05b_prototypes_margins (planning): TypeError" in out and "'method'" in out, out
+
+
+def test_reintroduced_bug_3_fails_naming_the_runs(monkeypatch, capsys):
+    "CLOP on Tiny-ImageNet's 200 classes at the base's 128 dimensions: every such run named, before any step."
+    monkeypatch.setattr(pm, 'CLOP_TIN_OUT', 128)
+    code = pf.cli('paper', only=['clop.table1'], **{k: v for k, v in TINY.items() if k != 'log'})
+    out = capsys.readouterr().out
+    assert code == 1, out
+    bad = [l for l in out.splitlines() if l.strip().startswith('FAILED')]
+    assert bad and all('05b_prototypes_margins[setting=group=c_lambda:dataset=imagefolder' in l
+                       and "CLOP's orthonormal prototypes need num_classes <= dim" in l and '200 classes' in l
+                       for l in bad), bad
+
+
+def test_step_failure_is_named(monkeypatch):
+    "A code path that raises while stepping fails the preflight with the run's name."
+    import cosine_pitfalls.methods as methods
+    orig = methods.SSLMethod.forward
+    def broken(self, views, y=None):
+        if self.cfg.method == 'directclr': raise RuntimeError('boom in directclr')
+        return orig(self, views, y)
+    monkeypatch.setattr(methods.SSLMethod, 'forward', broken)
+    rep = pf.preflight('smoke', sections=[4], **TINY)
+    assert rep.failures and all('directclr' in w and 'boom in directclr' in m for w, m in rep.failures), rep.failures
