@@ -280,6 +280,9 @@ class SectionRun:
         if PAPER[id].kind == 'figure' and fig is None: raise ValueError(f"{id} is a figure result: pass fig=")
         if untestable and verdict != 'inconclusive':
             raise ValueError(f"untestable is the reason of an 'inconclusive' verdict; {id} is {verdict!r}")
+        if self.section in TRAINING_SECTIONS and not str(detect).strip():
+            raise ValueError(f"{id} is a training result: pass detect= (what our scale can detect, beside the "
+                             "paper's effect, or the scale the claim needs)")
         files = ([f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md']
                  + ([f'figures/{id}.png'] if fig is not None else []))
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),

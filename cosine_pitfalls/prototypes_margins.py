@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 
 from .core import ALPHA, check_choice, judge_seeds, paired_diff, parse_numbers, t_critical
 from .data import AUG_PRESETS, DATASETS, ImageData
-from .embedding_norms import ms
+from .embedding_norms import ema_for_steps, ms
 from .evaluation import linear_probe
 from .losses import SIMILARITIES
 from .paper import notebook_ids
@@ -27,9 +27,9 @@ __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP
            'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS',
            'EMA_PUBLISHED', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'check_params', 'parse_transfer', 'side_label',
            'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings',
-           'settings_5b', 'scaled_ema', 'half_life', 'kfold_probe', 'parse_5b', 'trained_ids', 'settings_plan',
-           'data_needs', 'run_steps', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status',
-           'status_panel', 'transfer_probe']
+           'settings_5b', 'half_life', 'kfold_probe', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
+           'run_steps', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status', 'status_panel',
+           'transfer_probe']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -268,21 +268,9 @@ def settings_5b(ids: list, clop_roles: dict, margin_roles: dict,  # IDs asked fo
     return settings, (meta if len(meta) else pd.DataFrame(columns=['group', 'dataset']))
 
 # %% ../nbs/05b_prototypes_margins.ipynb #0a0ffbef
-def scaled_ema(m0: float,         # the paper's base EMA momentum (margins' MoCo v3: 0.99)
-               paper_steps: int,  # T_p, the paper's optimizer steps
-               steps: int,        # T, this run's optimizer steps
-              ) -> float:         # m with 1 − m = (1 − m0)·T_p/T, within [0, m0]
-    "EMA base momentum that keeps the target's half-life the same fraction of training as in the paper."
-    for name, v in (('paper_steps', paper_steps), ('steps', steps)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer; got {v!r}")
-    if not 0 <= m0 < 1: raise ValueError(f"m0 must be a number in [0, 1); got {m0!r}")
-    return float(min(m0, max(0.0, 1 - (1 - m0) * paper_steps / steps)))
-
 def half_life(m: float) -> float:
     "Steps after which an EMA of momentum m keeps half its weight on the old value (0 for m = 0)."
     return math.log(0.5) / math.log(m) if m > 0 else 0.0
-
 
 # %% ../nbs/05b_prototypes_margins.ipynb #aa0dccb0
 def kfold_probe(x: torch.Tensor,    # (n, f) frozen features of every image (training and test sets together)
@@ -421,8 +409,8 @@ def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result ID
     m0 = {'moco_v3': p['m_ema'], **EMA_PUBLISHED}   # the EMA rule (above); Table 4's ImageNet runs: the paper's length
     for n, o in settings.items():
         if meta.loc[n, 'group'].startswith('m_') and meta.loc[n, 'group'] != 'm_in1k' and o['method'] in m0:
-            o['ema'] = scaled_ema(m0[o['method']], p['m_paper_steps'],
-                                  run_steps(dataclasses.replace(base, **o), n_train))
+            o['ema'] = ema_for_steps(m0[o['method']], run_steps(dataclasses.replace(base, **o), n_train),
+                                     p['m_paper_steps'])
     runs = sweep_configs(base, {}, sp['seeds'], train_dir, settings=settings) if settings else []
     first = {}                                 # the first seed's run folder -> the first setting that makes it
     for k, c in runs:
