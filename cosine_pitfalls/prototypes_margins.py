@@ -387,7 +387,8 @@ def settings_plan(p: dict, ids: list,   # the notebook's parameters, the result 
 def data_needs(p: dict, ids: list) -> tuple:
     "The datasets the trained settings and the transfer rows load: (roles, data_kw, used)."
     sp = settings_plan(p, ids)
-    used = {s[0] for q in sp['Pm']['transfer'] for s in q} | set(sp['meta'].dataset)
+    # the role datasets among them (margins Table 4's ImageNet runs count their own images: `run_steps`)
+    used = ({s[0] for q in sp['Pm']['transfer'] for s in q} | set(sp['meta'].dataset)) & set(sp['data_kw'])
     return (sp['roles_c'], sp['roles_m']), sp['data_kw'], used
 
 def run_steps(c: TrainConfig,    # a run

@@ -867,7 +867,8 @@ def main(argv: list | None = None) -> int:
         print(f'cosine-pitfalls train: error: {e}', file=sys.stderr); return 2
     except KeyboardInterrupt:           # the last checkpoint is whole (written atomically)
         print('cosine-pitfalls train: interrupted; resume with the same command', file=sys.stderr); return 130
-    if dist_info()[0] == 0:
+    # torchrun's RANK: train() has left its process group by now, so dist_info() would say 0 everywhere
+    if int(os.environ.get('RANK', '0')) == 0:
         a = ds.attrs
         print(f"{cfg.method} on {a['source']}: status {a['status']}, "
               f"kNN top-1 {a.get('final_knn_top1', float('nan')):.4f}, "

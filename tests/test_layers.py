@@ -14,7 +14,7 @@ LIBRARY = {'utils', 'losses', 'similarity_losses', 'evaluation', 'data', 'models
            'train', 'diagnostics'}
 # the companion: notebooks 00 (paper, core), 01-05 (one module per section), 90 (runner)
 COMPANION = {'paper', 'core', 'gradients', 'toy', 'clop_synthetic', 'directclr', 'embedding_norms',
-             'prototypes_margins', 'runner'}
+             'prototypes_margins', 'runner', 'preflight'}
 # imported by these at module level: nothing beyond torch, numpy and the standard library
 LIGHT = {'utils', 'losses', 'similarity_losses', 'evaluation', 'mechanisms', 'diagnostics'}
 # torchvision only inside the functions that build a ResNet or load a dataset
