@@ -647,8 +647,8 @@ def _totals(rows: list[dict]) -> str:
     return 'Totals: ' + ', '.join(word(k, v) for k, v in sorted(counts.items()))
 
 SCALE_NOTE = (
-    "**What the `cpu` profile can test.** It trains small networks for a few thousand steps on scikit-learn's "
-    "8×8 digits (1,797 images), so it can show which way a setting moves a quantity that settles that fast — "
+    "**What the `cpu` profile can test.** It trains small networks for 220–1,000 optimizer steps a run on "
+    "scikit-learn's 8×8 digits (1,797 images), so it can show which way a setting moves a quantity that settles that fast — "
     "embedding norms, obtuse positive pairs, spectra, variances of similarities, and orderings of accuracy "
     "larger than its seed spread — and each training row says the smallest effect it detects. "
     "It cannot test effects of ImageNet-scale data, hundreds of epochs, large-batch LARS, colour augmentation "
