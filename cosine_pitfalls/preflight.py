@@ -333,8 +333,9 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
     finally: shutil.rmtree(tmp, ignore_errors=True)          # the stepped runs' folders: nothing is kept
 
 def _release() -> None:
-    """Give a path's freed memory back to the system: without it glibc keeps the freed blocks of 134 paths' models
-    (the paper preflight grew to 23.7 GB on a 24 GB machine and stalled)."""
+    """Give a path's freed memory back to the system (gc, the dataset cache, glibc's malloc_trim). It does not stop
+    the paper preflight's growth (20 GB after 90 of 132 paths on a 24 GB machine): something still holds each path's
+    memory, not yet found (issue 20)."""
     import ctypes, gc
     gc.collect(); clear_dataset_cache()
     try: ctypes.CDLL('libc.so.6').malloc_trim(0)
