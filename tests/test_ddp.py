@@ -42,7 +42,9 @@ def _worker(rank: int, world: int, port: int, kw: dict, q) -> None:
         out = net(views)
         out.loss.backward()
         loss = out.loss.detach().clone(); dist.all_reduce(loss); loss /= world
-        if rank == 0: q.put((float(loss), {k: p.grad.clone() for k, p in net.module.named_parameters() if p.grad is not None}))
+        # plain lists, not tensors: a tensor in the queue is rebuilt through the child's fd-sharing listener,
+        # which is gone once the child exits (a race: FileNotFoundError in the parent's q.get)
+        if rank == 0: q.put((float(loss), {k: p.grad.tolist() for k, p in net.module.named_parameters() if p.grad is not None}))
     finally:
         dist.destroy_process_group()
 
@@ -67,7 +69,7 @@ def test_two_processes_equal_one(name):
     assert abs(loss - ref_loss) < 1e-9, (loss, ref_loss)
     for k, p in ref.named_parameters():
         if p.grad is None: continue
-        assert torch.allclose(grads[k], p.grad, atol=1e-10, rtol=1e-8), k
+        assert torch.allclose(torch.tensor(grads[k], dtype=p.grad.dtype), p.grad, atol=1e-10, rtol=1e-8), k
 
 
 # --- the engine under DDP (issue 20, point 8): the preflight's DDP part, two gloo processes through train() ---
