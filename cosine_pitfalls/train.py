@@ -663,7 +663,7 @@ def _epoch(r: _RunState, epoch: int, bar) -> dict:
         step = epoch * r.spe + s
         rows = slice(s * G + r.rank * cfg.batch_size, s * G + (r.rank + 1) * cfg.batch_size)
         x = data.train_x[perm[rows]]
-        if x.device != r.dev: x = (x.pin_memory() if r.cuda else x).to(r.dev, non_blocking=True)
+        if x.device.type != r.dev.type: x = (x.pin_memory() if r.cuda else x).to(r.dev, non_blocking=True)
         views = make_views(x, r.preset, r.gens['aug'], data.mean, data.std, r.ch.sync_free)
         if r.ch.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
         lr = lr_at(step, r.total, r.spe, cfg, r.world)

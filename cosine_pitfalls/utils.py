@@ -50,15 +50,19 @@ def set_seed(seed: int,  # one seed for python, numpy and torch (CPU and CUDA)
 
 def get_device(device: str | torch.device = 'auto',  # 'auto', 'cpu', 'cuda' or 'cuda:N'
               ) -> torch.device:
-    "The torch device to compute on; 'auto' means CUDA when available, else CPU."
-    if isinstance(device, torch.device): return device
-    if device == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    "The torch device to compute on; 'auto' means CUDA when available, else CPU. CUDA comes back with its index."
+    if isinstance(device, torch.device): return _indexed(device)
+    if device == 'auto': return _indexed(torch.device('cuda' if torch.cuda.is_available() else 'cpu'))
     if not (device == 'cpu' or device == 'cuda' or (isinstance(device, str) and device.startswith('cuda:'))):
         raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:N'; got {device!r}")
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise ValueError(
             f"device {device!r} was asked for but torch sees no CUDA device; use device='cpu' or 'auto'")
-    return torch.device(device)
+    return _indexed(torch.device(device))
+
+def _indexed(dev: torch.device) -> torch.device:
+    "cuda -> cuda:N (the current device): a tensor on 'cuda:0' compares unequal to torch.device('cuda')."
+    return torch.device('cuda', torch.cuda.current_device()) if dev.type == 'cuda' and dev.index is None else dev
 
 # %% ../nbs/09_utils.ipynb #07d9fe3a
 def current_umask() -> int:
