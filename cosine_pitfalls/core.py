@@ -25,7 +25,9 @@ __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'ALPHA', 'JOB_ENV', 'TRAINING
            'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
-PROFILES = ('smoke', 'cpu', 'gpu', 'paper')
+# cpu-long: opt-in, the cpu profile with what its 20 minutes leave out where digits can test it (a section's
+# PROFILES may omit it: then it is the section's cpu)
+PROFILES = ('smoke', 'cpu', 'cpu-long', 'gpu', 'paper')
 
 def parse_numbers(text: str,   # comma-separated values: '0.05,5e-4,0', '1/3,0.7' (floats), '32,64' (ints)
                   name: str,   # the parameter's name, for the error message

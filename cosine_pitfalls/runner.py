@@ -124,15 +124,18 @@ def check_values(file: str,    # a notebook of the paper map
         except ValueError as e: raise ValueError(f'{e} ({file})') from None
 
 def profile_params(file: str, profile: str) -> dict:
-    "The parameter values a notebook's module gives for `profile` (its `PROFILES` dict)."
+    "The parameter values a notebook's module gives for `profile` (its `PROFILES` dict; cpu-long: cpu's and its own)."
     module = NOTEBOOKS[file].module
     profs = getattr(importlib.import_module(f'cosine_pitfalls.{module}'), 'PROFILES', None)
-    if not isinstance(profs, dict) or set(profs) != set(PROFILES):
-        raise ValueError(f"cosine_pitfalls.{module}.PROFILES must map each of {PROFILES} to a dict")
+    need = [p for p in PROFILES if p != 'cpu-long']                 # cpu-long is optional: the cpu profile then
+    if not isinstance(profs, dict) or not set(need) <= set(profs) <= set(PROFILES):
+        raise ValueError(f"cosine_pitfalls.{module}.PROFILES must map each of {need} (and optionally cpu-long) "
+                         f"to a dict")
+    if profile == 'cpu-long': return {**profs['cpu'], **profs.get('cpu-long', {})}
     return dict(profs[profile])
 
 # %% ../nbs/90_runner.ipynb #6cf54364
-def plan(profile: str = 'cpu',            # smoke | cpu | gpu | paper
+def plan(profile: str = 'cpu',            # smoke | cpu | cpu-long | gpu | paper
          only: list | None = None,        # result IDs to reproduce (default: all implemented)
          sections: list | None = None,    # section numbers to reproduce
          # ['name=value', ...] parameter overrides, parsed by the notebook's types

@@ -24,7 +24,7 @@ def test_list_names_every_id(cli, tmp_path):
 
 
 BAD = [
-    (['--profile', 'fast'], "profile must be one of 'smoke', 'cpu', 'gpu', 'paper'; got 'fast'"),
+    (['--profile', 'fast'], "profile must be one of 'smoke', 'cpu', 'cpu-long', 'gpu', 'paper'; got 'fast'"),
     (['--only', 'clop.thm9'], "unknown result ID(s) 'clop.thm9'"),
     (['--section', '9'], 'section must be one of 1, 2, 3, 4, 5; got 9'),
     (['--section', '1', '-p', 'no_such=1'], "unknown parameter 'no_such' for 01_gradients.ipynb; allowed:"),

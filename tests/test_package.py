@@ -63,7 +63,7 @@ def test_every_notebook_has_one_parameters_cell_when_runnable():
         assert not ''.join(tagged[0]['source']).startswith('#| export'), f'{f}: parameters cell must not be exported'
 
 
-@pytest.mark.parametrize('profile', ['smoke', 'cpu', 'gpu', 'paper'])
+@pytest.mark.parametrize('profile', ['smoke', 'cpu', 'cpu-long', 'gpu', 'paper'])
 def test_profiles_validate_against_notebooks(profile):
     "Each implemented section's PROFILES dict names only parameters of its notebook, with the right types."
     from cosine_pitfalls.runner import plan
