@@ -175,7 +175,8 @@ def clop_settings(ids: list,      # the result IDs asked for
             add('c_lambda', c100, dict(labels='10%', variant='clop', lam=P['weight'], reading=rd),
                 **curve('10%', 'clop', rd=rd))
     for s in P['similarities'] if want('c_sim') else []:
-        add('c_sim', c100, dict(similarity=s), **curve('100%', 'clop'), clop_similarity=s)
+        add('c_sim', c100, dict(similarity=s), **curve('100%', 'clop'), clop_similarity=s,
+            clop_normalize=True)                                 # on ẑ, as the authors' CLOPLoss.py
     for a in dict.fromkeys(P['augments'] + [P['augment'](tin)]) if want('c_aug') else []:
         add('c_aug', tin, dict(aug=a), **curve('100%', 'clop'), augment=a)
     return rows
@@ -308,7 +309,7 @@ def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
     return Pc, Pm
 
 # %% ../nbs/05b_prototypes_margins.ipynb #d68f21cc
-ENGINE_LACKS = ('clop.table2',)   # needs z normalized before its Euclidean / Manhattan term (see its section)
+ENGINE_LACKS = ()   # results the engine cannot train (clop.table2 left it: MethodConfig.clop_normalize, see its section)
 EMA_PUBLISHED = {'byol': 0.996}   # the engine's published BYOL momentum (margins' MoCo v3: the m_ema parameter)
 
 def trained_ids(p: dict, ids: list) -> list:
