@@ -64,7 +64,7 @@ PROFILES = {
     'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=20, epochs_t3='20', steps_per_epoch=0,
                 batch_size=128, wds='0.05,0.005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-5', wds_t6='5e-5,1e-3',
                 cuts_f5='0.5,1,4', lrs_f5='0.03,0.3', batch_sizes='32,64,128', queue_size=1024, dino_out=1024,
-                eval_every=2, diag_samples=256, folds=5, probe_iter=200, workers=2,
+                eval_every=2, diag_samples=256, folds=5, probe_iter=100, workers=2,
                 untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
     'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
                 width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
