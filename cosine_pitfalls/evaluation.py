@@ -245,6 +245,8 @@ def kfold_probe(feats: Tensor,         # (n, d) frozen features of every labelle
     if not isinstance(labels, Tensor) or tuple(labels.shape) != (len(feats),):
         raise ValueError(f"labels must have shape (n,) = ({len(feats)},); "
                          f"got {getattr(labels, 'shape', type(labels).__name__)}")
+    if not bool(torch.isfinite(feats).all()):
+        raise ValueError("feats must be finite (no NaN or inf: a diverged network has no probe)")
     if not isinstance(l2, (int, float)) or isinstance(l2, bool) or not l2 > 0:
         raise ValueError(f"l2 must be a number > 0 (it keeps the log-loss finite on separable features); got {l2!r}")
     if not isinstance(max_iter, int) or isinstance(max_iter, bool) or max_iter < 1:
