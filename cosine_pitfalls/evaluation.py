@@ -211,6 +211,24 @@ def softmax_regression(train_x: Tensor, train_y: Tensor,  # training features (n
                        max_iter: int = 200,       # L-BFGS iterations at most (stops at a gradient below 1e-6)
                       ) -> Tensor:                # (m, C) float64 log-probabilities, on train_x's device
     "Multinomial logistic regression on features standardized by the training set, fitted by L-BFGS in float64."
+    for name, x in (('train_x', train_x), ('test_x', test_x)):
+        if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() != 2:
+            raise ValueError(f"{name} must be a floating-point tensor of shape (n, d); "
+                             f"got {getattr(x, 'shape', type(x).__name__)}")
+    if test_x.shape[1] != train_x.shape[1] or len(train_x) < 2:
+        raise ValueError(f"train_x (n >= 2, d) and test_x (m, d) must share d; "
+                         f"got {tuple(train_x.shape)} and {tuple(test_x.shape)}")
+    if not isinstance(train_y, Tensor) or train_y.is_floating_point() or tuple(train_y.shape) != (len(train_x),):
+        raise ValueError(f"train_y must be an integer tensor of shape ({len(train_x)},); "
+                         f"got {getattr(train_y, 'shape', type(train_y).__name__)}")
+    if not isinstance(classes, int) or isinstance(classes, bool) or not int(train_y.max()) < classes \
+            or int(train_y.min()) < 0:
+        raise ValueError(f"classes must be an integer > the largest training label ({int(train_y.max())}) "
+                         f"and the labels >= 0; got classes={classes!r}")
+    if not isinstance(l2, (int, float)) or isinstance(l2, bool) or not l2 > 0:
+        raise ValueError(f"l2 must be a number > 0 (it keeps the log-loss finite on separable features); got {l2!r}")
+    if not isinstance(max_iter, int) or isinstance(max_iter, bool) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}")
     xtr = train_x.double()
     mu, sd = xtr.mean(0), xtr.std(0)                                        # (d,) training statistics only
     sd = torch.where(sd > 0, sd, torch.ones_like(sd))                       # a constant feature: centred only
