@@ -14,14 +14,14 @@ import xarray as xr
 from torch import Tensor
 
 from .core import ALPHA, Part, check_choice, judge_all, judge_claim
-from .evaluation import knn_topk
+from .evaluation import kfold_probe, knn_topk, stratified_folds
 from .models import BACKBONES, make_backbone
 from .train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'NEEDS', 'COLLAPSE', 'check_params', 'directclr_settings', 'select_settings', 'fold_ids', 'softmax_probe',
-           'cv_scores', 'plan_runs', 'Untested', 'judge_part', 'judge_parts', 'setting_table', 'bar_panel',
-           'curve_panel', 'spectrum_panel', 'collapsed']
+__all__ = ['PROFILES', 'NEEDS', 'COLLAPSE', 'check_params', 'directclr_settings', 'select_settings', 'cv_scores', 'plan_runs',
+           'Untested', 'judge_part', 'judge_parts', 'setting_table', 'bar_panel', 'curve_panel', 'spectrum_panel',
+           'collapsed']
 
 # %% ../nbs/04_directclr.ipynb #942ec2dd
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -76,67 +76,25 @@ def select_settings(every: dict,  # all settings (directclr_settings)
         raise ValueError(f"settings must be 'all' or comma-separated names from {list(every)}; got {text!r}")
     return {k: v for k, v in every.items() if k in want}
 
-# %% ../nbs/04_directclr.ipynb #9b23b9c2
-def fold_ids(y: Tensor,      # (n,) class labels
-             folds: int,     # number of folds, 2 .. the smallest class's size
-             seed: int = 0,  # the shuffle (fixed, so that every run is scored on the same folds)
-            ) -> Tensor:     # (n,) the fold of each sample, 0 .. folds - 1
-    "Stratified folds: each class's samples shuffled, then dealt in turn to the folds."
-    y = y.cpu()
-    smallest = int(torch.bincount(y)[torch.bincount(y) > 0].min())
-    if not isinstance(folds, int) or isinstance(folds, bool) or not 2 <= folds <= smallest:
-        raise ValueError(f"folds must be an integer with 2 <= folds <= {smallest} (the smallest class's size); "
-                         f"got {folds!r}")
-    g, out, start = torch.Generator().manual_seed(seed), torch.empty(len(y), dtype=torch.long), 0
-    for c in torch.unique(y):
-        idx = (y == c).nonzero().squeeze(1)
-        out[idx[torch.randperm(len(idx), generator=g)]] = (torch.arange(len(idx)) + start) % folds
-        start += len(idx)                                     # the next class starts where this one stopped
-    return out
-
-def softmax_probe(xtr: Tensor, ytr: Tensor,  # training features (n, d) and labels (n,)
-                  xte: Tensor,               # features to predict, (m, d)
-                  classes: int,              # number of classes
-                  l2: float = 1e-3,          # penalty l2/2 · ‖W‖² added to the mean cross-entropy
-                  max_iter: int = 200,       # L-BFGS iterations at most (it stops at a gradient below 1e-6)
-                 ) -> Tensor:                # (m, classes) float64 log-probabilities
-    "Multinomial logistic regression on standardized features, fitted by L-BFGS in float64."
-    mu, sd = xtr.double().mean(0), xtr.double().std(0).clamp_min(1e-6)
-    a, b = (xtr.double() - mu) / sd, (xte.double() - mu) / sd        # (n, d), (m, d)
-    w = torch.zeros(classes, a.shape[1], dtype=torch.float64, device=a.device, requires_grad=True)
-    bias = torch.zeros(classes, dtype=torch.float64, device=a.device, requires_grad=True)
-    opt = torch.optim.LBFGS([w, bias], lr=1, max_iter=max_iter, tolerance_grad=1e-6, tolerance_change=1e-12,
-                            history_size=20, line_search_fn='strong_wolfe')
-    def closure():
-        opt.zero_grad()
-        loss = F.cross_entropy(a @ w.T + bias, ytr.to(a.device)) + 0.5 * l2 * w.square().sum()
-        loss.backward()
-        return loss
-    opt.step(closure)
-    with torch.no_grad(): return F.log_softmax(b @ w.T + bias, -1)
-
 # %% ../nbs/04_directclr.ipynb #be6c9050
 def cv_scores(feats: Tensor,              # (n, d) frozen features of every labelled image
               y: Tensor,                  # (n,) their labels
-              folds: int = 5,             # stratified folds (fold_ids)
+              folds: int = 5,             # stratified folds (evaluation.stratified_folds, seed 0)
               k: int = 20,                # kNN neighbours (the engine's digits monitor)
               temperature: float = 0.1,   # kNN vote weights exp(cos / T)
-              l2: float = 1e-3,           # the probe's penalty (softmax_probe)
+              l2: float = 1e-3,           # the probe's penalty (evaluation.kfold_probe)
               max_iter: int = 200,        # the probe's L-BFGS iterations at most
              ) -> dict[str, float]:       # probe (accuracy), logloss (nats), knn (accuracy)
-    "Cross-validated linear probe (accuracy and log-loss) and weighted kNN accuracy on frozen features."
-    fid, y = fold_ids(y, folds).to(feats.device), y.to(feats.device)
-    c = int(y.max()) + 1
-    logp = torch.empty(len(y), c, dtype=torch.float64, device=feats.device)
+    "Cross-validated linear probe (`evaluation.kfold_probe`) and weighted kNN accuracy on the same folds."
+    lp = kfold_probe(feats, y, folds, l2, max_iter)                  # checks the arguments, fits every fold
+    fid, y = stratified_folds(y, folds).to(feats.device), y.to(feats.device)
     knn_hits = 0.0
     for f in range(folds):
         tr, te = fid != f, fid == f
-        logp[te] = softmax_probe(feats[tr], y[tr], feats[te], c, l2, max_iter)
         acc = knn_topk(feats[tr].float(), y[tr], feats[te].float(), y[te], k=min(k, int(tr.sum())),
                        temperature=temperature, ks=(1,))[1]
         knn_hits += float(acc) * int(te.sum())
-    return dict(probe=float((logp.argmax(-1) == y).double().mean()),
-                logloss=float(-logp.gather(1, y[:, None]).mean()), knn=knn_hits / len(y))
+    return dict(probe=lp['accuracy'], logloss=lp['logloss'], knn=knn_hits / len(y))
 
 # %% ../nbs/04_directclr.ipynb #f5971d7f
 NEEDS = {'directclr.table1': ('mlp2', 'directclr', 'linear', 'none'),   # each ID: the settings it compares

@@ -35,6 +35,10 @@ def check_params(params: dict,  # the notebook's parameters (the runner calls th
     for name in ('n_seeds', 'workers'):
         if not 1 <= p[name] <= 1000:
             raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    if p['folds'] != 0 and not 2 <= p['folds'] <= 100:
+        raise ValueError(f"folds must be 0 (no k-fold probe) or an integer in 2 .. 100; got {p['folds']!r}")
+    if not 1 <= p['probe_iter'] <= 100_000:
+        raise ValueError(f"probe_iter must be an integer in 1 .. 100000; got {p['probe_iter']!r}")
     for name in ('dataset_c100', 'dataset_in100', 'dataset_flowers'):
         if p[name]: check_choice(name, p[name], DATASETS)
     for name in ('wds', 'cuts', 'wds_t5', 'wds_t6', 'cuts_f5', 'lrs_f5'): parse_numbers(p[name], name)
@@ -60,14 +64,14 @@ PROFILES = {
     'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=20, epochs_t3='20', steps_per_epoch=0,
                 batch_size=128, wds='0.05,0.005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-5', wds_t6='5e-5,1e-3',
                 cuts_f5='0.5,1,4', lrs_f5='0.03,0.3', batch_sizes='32,64,128', queue_size=1024, dino_out=1024,
-                eval_every=2, diag_samples=256, workers=2,
+                eval_every=2, diag_samples=256, folds=5, probe_iter=100, workers=2,
                 untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
     'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
                 width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
                 lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
                 wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4,8', lrs_f5='0.006,0.06',
                 batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5,
-                diag_samples=512, workers=1),
+                diag_samples=512, folds=5, probe_iter=200, workers=1),
     'paper': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', dataset_in100='imagefolder',
                   dataset_flowers='flowers102', image_size=0, image_sizes='imagefolder:224,flowers102:224',
                   backbone='resnet18', width=32, head_width=2048, head_out=128, epochs=100,
@@ -75,7 +79,8 @@ PROFILES = {
                   steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0',
                   cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3',
                   cuts_f5='0.5,1,2,4,8', lrs_f5='0.006,0.06', batch_sizes='32,64,128,256,512', pairs_kept=128,
-                  queue_size=65536, dino_out=65536, eval_every=10, diag_samples=512, workers=1),
+                  queue_size=65536, dino_out=65536, eval_every=10, diag_samples=512, folds=5, probe_iter=200,
+                  workers=1),
 }
 
 # %% ../nbs/05a_embedding_norms.ipynb #11253ae9
@@ -350,6 +355,7 @@ def table1_parts(t: xr.Dataset,        # one method's runs: dims wd, seed, epoch
                  acc_ok: bool = True,  # judge the accuracy part (runs long enough)
                  resolution: float = 0.0,  # the kNN's resolution (1/n_test)
                  min_x: float = 0.5,   # a norm pair is judged when the exposures differ by at least this
+                 acc: str = 'final_knn_top1',  # the accuracy judged: the kNN, or 'probe_cv' (k-fold probe)
                 ) -> tuple[list, list]:  # the judged parts, and the notes on what was not judged
     "The judged parts of Table 1 for one method, and what our runs cannot test."
     lams = sorted(t.wd.values.tolist(), reverse=True)                       # largest first
@@ -367,10 +373,11 @@ def table1_parts(t: xr.Dataset,        # one method's runs: dims wd, seed, epoch
             else: parts.append(judge_claim(zn.sel(wd=s), zn.sel(wd=b), +1,
                                            f'{method}: {norm}(λ {s:g}) − (λ {b:g})', 2))
     best = BEST_WD_T1[method]
+    name = 'kNN' if acc == 'final_knn_top1' else 'probe (CV)' if acc == 'probe_cv' else acc
     if best in lams and 0.0 in lams and acc_ok:
-        parts.append(judge_claim(t.final_knn_top1.sel(wd=best), t.final_knn_top1.sel(wd=0.0), +1,
-                                 f'{method}: kNN(λ {best:g}) − kNN(λ 0)', resolution=resolution))
-    else: notes.append(f'{method} kNN(λ {best:g}) > kNN(λ 0)' + ('' if acc_ok else ' (runs < 1,000 steps)'))
+        parts.append(judge_claim(t[acc].sel(wd=best), t[acc].sel(wd=0.0), +1,
+                                 f'{method}: {name}(λ {best:g}) − {name}(λ 0)', resolution=resolution))
+    else: notes.append(f'{method} {name}(λ {best:g}) > {name}(λ 0)' + ('' if acc_ok else ' (runs < 1,000 steps)'))
     return parts, notes
 
 # %% ../nbs/05a_embedding_norms.ipynb #21cd6989

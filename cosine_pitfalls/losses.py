@@ -611,9 +611,11 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               similarity: str = 'cosine',  # 'cosine', 'euclidean' or 'manhattan'
               reduction: str = 'mean',     # 'mean' over the labelled, 'sum' (eq. 4), 'anchor' (the sum / n)
               validate: bool = True,       # check the labels' range (a host sync); False in a training step
+              normalize: bool = False,     # ℓ2-normalize z first (CLOPLoss.py); False: s on z as given (section 3)
              ) -> Tensor:           # (*b,) the unweighted term; 0 where nothing is labelled
     "CLOP's prototype term `Σ_{i∈S} (1 − s(z_i, c_{y_i}))` (clop eq. 4) over the labelled subset."
     check_choice('similarity', similarity, SIMILARITIES); check_choice('reduction', reduction, REDUCTIONS)
+    _check_flag('normalize', normalize)
     if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() < 2:
         raise ValueError(f"z must be a floating-point tensor of shape (*b, n, d); "
                          f"got {getattr(z, 'shape', type(z).__name__)}")
@@ -632,6 +634,7 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
     # follow z's device
     labels, prototypes = labels.to(z.device), prototypes.to(device=z.device, dtype=z.dtype)
     known = labels >= 0                                                    # (*b, n)
+    if normalize and similarity != 'cosine': z = F.normalize(z, dim=-1)    # (*b, n, d) on the unit sphere
     y = labels.clamp_min(0)                                                # (*b, n)
     if prototypes.dim() == 2: c = prototypes[y]                            # (*b, n, d)
     else:
@@ -658,12 +661,14 @@ class CLOP(nn.Module):
                  reduction: str = 'mean',  # 'mean' over labelled embeddings, 'sum', or 'anchor' (sum / n)
                  seed: int = 0,                   # draws the random prototypes
                  validate: bool = False,          # debug: check the labels' range every call (a host sync)
+                 normalize: bool = True,          # ℓ2-normalize z before s (the authors' CLOPLoss.py); False: raw z
                 ):
         super().__init__()
         self.similarity = check_choice('similarity', similarity, SIMILARITIES)
         self.reduction = check_choice('reduction', reduction, REDUCTIONS)
         self.weight = check_positive('weight', weight, strict=False)
         self.validate = _check_flag('validate', validate)
+        self.normalize = _check_flag('normalize', normalize)
         if isinstance(prototypes, Tensor):
             if prototypes.shape != (num_classes, dim):
                 raise ValueError(f"prototypes must have shape (num_classes, dim) = ({num_classes}, {dim}); "
@@ -681,11 +686,11 @@ class CLOP(nn.Module):
         if labels is None: return z.new_zeros(z.shape[:-2])
         # prototypes follow z's device and dtype
         return self.weight * clop_term(z, labels, self.prototypes, self.similarity, self.reduction,
-                                       self.validate)
+                                       self.validate, normalize=self.normalize)
     def extra_repr(self) -> str:
         k, d = self.prototypes.shape
         return (f'num_classes={k}, dim={d}, prototypes={self.kind!r}, similarity={self.similarity!r}, '
-                f'weight={self.weight}')
+                f'normalize={self.normalize}, weight={self.weight}')
 
 # %% ../nbs/10_losses.ipynb #5f280562
 class WithCLOP(nn.Module):

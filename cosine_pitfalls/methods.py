@@ -82,6 +82,7 @@ class MethodConfig:
     clop_prototypes: str = 'orthonormal'  # 'orthonormal' or 'etf'
     clop_similarity: str = 'cosine'    # 'cosine', 'euclidean' or 'manhattan'
     clop_weighting: str = 'mean'       # 'mean' (λ × mean over labelled) or 'literal' (clop eq. 4 per anchor)
+    clop_normalize: bool = True        # ℓ2-normalize z before s, as the authors' CLOPLoss.py; False: raw z
     label_frac: float = 1.0            # share of labelled training images (CLOP, SupCon): (0, 1]
     m1: float = 0.0                    # margins: angular margin (Alg. 2)
     m2: float = 0.0                    # margins: subtractive margin (Alg. 2)
@@ -121,8 +122,9 @@ class MethodConfig:
             raise ValueError(f"vicreg_weights must be three non-negative numbers (invariance, variance, "
                              f"covariance); got {vw!r}")
         for v in vw: check_positive('vicreg_weights', v, strict=False)
-        if not isinstance(self.random_subset, bool):
-            raise ValueError(f"random_subset must be True or False; got {self.random_subset!r}")
+        for name in ('random_subset', 'clop_normalize'):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         self.grad_scale()                                                   # margins: its own checks
         self._check_combinations()
 
@@ -323,7 +325,8 @@ class SSLMethod(nn.Module):
             if cfg.clop_weight > 0:
                 y = torch.cat([labels, labels]).to(z1.device)
                 terms['clop'] = clop_term(torch.cat([z1, z2]), y, self.prototypes, cfg.clop_similarity,
-                                          CLOP_WEIGHTINGS[cfg.clop_weighting], validate=False)
+                                          CLOP_WEIGHTINGS[cfg.clop_weighting], validate=False,
+                                          normalize=cfg.clop_normalize)
                 loss = loss + cfg.clop_weight * terms['clop']
         return MethodOutput(loss, {k: v.detach() for k, v in terms.items()}, (r1, r2), (z1, z2))
 

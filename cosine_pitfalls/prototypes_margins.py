@@ -27,9 +27,8 @@ __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP
            'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS',
            'EMA_PUBLISHED', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'check_params', 'parse_transfer', 'side_label',
            'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings',
-           'settings_5b', 'half_life', 'kfold_probe', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
-           'run_steps', 'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status', 'status_panel',
-           'transfer_probe']
+           'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs', 'run_steps',
+           'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -176,7 +175,8 @@ def clop_settings(ids: list,      # the result IDs asked for
             add('c_lambda', c100, dict(labels='10%', variant='clop', lam=P['weight'], reading=rd),
                 **curve('10%', 'clop', rd=rd))
     for s in P['similarities'] if want('c_sim') else []:
-        add('c_sim', c100, dict(similarity=s), **curve('100%', 'clop'), clop_similarity=s)
+        add('c_sim', c100, dict(similarity=s), **curve('100%', 'clop'), clop_similarity=s,
+            clop_normalize=True)                                 # on ẑ, as the authors' CLOPLoss.py
     for a in dict.fromkeys(P['augments'] + [P['augment'](tin)]) if want('c_aug') else []:
         add('c_aug', tin, dict(aug=a), **curve('100%', 'clop'), augment=a)
     return rows
@@ -272,45 +272,6 @@ def half_life(m: float) -> float:
     "Steps after which an EMA of momentum m keeps half its weight on the old value (0 for m = 0)."
     return math.log(0.5) / math.log(m) if m > 0 else 0.0
 
-# %% ../nbs/05b_prototypes_margins.ipynb #aa0dccb0
-def kfold_probe(x: torch.Tensor,    # (n, f) frozen features of every image (training and test sets together)
-                y: torch.Tensor,    # (n,) their labels
-                k: int = 5,         # folds, stratified by class
-                epochs: int = 100,  # passes of each fold's probe (evaluation.linear_probe's recipe)
-                lr: float = 1e-2, weight_decay: float = 1e-4, batch_size: int = 1024,
-                seed: int = 0,      # the folds and the shuffling
-               ) -> dict[str, float]:  # 'top1' and 'logloss' (nats) of the out-of-fold predictions
-    "Linear probe cross-validated over every image: each is predicted once, by a probe fit on the other folds."
-    if not isinstance(k, int) or isinstance(k, bool) or k < 2:
-        raise ValueError(f"k must be an integer >= 2; got {k!r}")
-    if x.dim() != 2 or tuple(y.shape) != (len(x),):
-        raise ValueError(f"x must be (n, f) and y (n,); got {tuple(x.shape)} and {tuple(y.shape)}")
-    yc = y.cpu(); counts = torch.bincount(yc); least = int(counts[counts > 0].min())
-    if least < k: raise ValueError(f"k must be <= the smallest class's count ({least}); got {k}")
-    g = torch.Generator().manual_seed(seed)
-    fold = torch.empty(len(yc), dtype=torch.long)
-    for c in torch.unique(yc).tolist():                                     # each class dealt round-robin
-        idx = (yc == c).nonzero().squeeze(1)
-        fold[idx[torch.randperm(len(idx), generator=g)]] = torch.arange(len(idx)) % k
-    fold, y = fold.to(x.device), y.to(x.device)
-    logits = torch.zeros(len(x), int(yc.max()) + 1, device=x.device)      # (n, classes), out of fold
-    for f in range(k):
-        tr = (fold != f).nonzero().squeeze(1)
-        mu, sd = x[tr].float().mean(0), x[tr].float().std(0).clamp_min(1e-6)
-        xs = (x.float() - mu) / sd                                            # (n, f) by this fold's statistics
-        w = torch.zeros(logits.shape[1], x.shape[1], device=x.device, requires_grad=True)
-        b = torch.zeros(logits.shape[1], device=x.device, requires_grad=True)
-        opt = torch.optim.AdamW([w, b], lr=lr, weight_decay=weight_decay)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs * -(-len(tr) // batch_size))
-        for _ in range(epochs):
-            for idx in tr[torch.randperm(len(tr), generator=g).to(x.device)].split(batch_size):
-                loss = F.cross_entropy(xs[idx] @ w.T + b, y[idx])
-                opt.zero_grad(); loss.backward(); opt.step(); sched.step()
-        with torch.no_grad(): logits[fold == f] = xs[fold == f] @ w.T + b
-    return dict(top1=float((logits.argmax(-1) == y).float().mean()),
-                logloss=float(F.cross_entropy(logits, y)))
-
-
 # %% ../nbs/05b_prototypes_margins.ipynb #b55e9865
 def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
             ) -> tuple[dict, dict]:  # the parsed CLOP (`Pc`) and margins (`Pm`) parameters
@@ -348,7 +309,7 @@ def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
     return Pc, Pm
 
 # %% ../nbs/05b_prototypes_margins.ipynb #d68f21cc
-ENGINE_LACKS = ('clop.table2',)   # needs z normalized before its Euclidean / Manhattan term (see its section)
+ENGINE_LACKS = ()   # results the engine cannot train (clop.table2 left it: MethodConfig.clop_normalize, see its section)
 EMA_PUBLISHED = {'byol': 0.996}   # the engine's published BYOL momentum (margins' MoCo v3: the m_ema parameter)
 
 def trained_ids(p: dict, ids: list) -> list:

@@ -333,9 +333,12 @@ def test_section5_prototypes_margins_through_the_runner(tmp_path):
         assert s['verdict'] in VERDICTS and s['ours'] and 'digits' in s['ours'] + str(s['params'])
         assert s['detect'] and ("the paper's" in s['detect'])         # what our runs detect, beside the paper's
     assert read_json(out/'results'/'margins.table4.json')['verdict'] == 'inconclusive'   # not run below paper scale
-    t2 = read_json(out/'results'/'clop.table2.json')       # the engine's Euclidean / Manhattan act on raw z
-    assert t2['verdict'] == 'inconclusive' and 'normalize z' in t2['untestable']
+    t2 = read_json(out/'results'/'clop.table2.json')       # trained, every similarity on ℓ2-normalized z
+    assert t2['verdict'] in VERDICTS and 'ℓ2-normalized z' in t2['ours'], t2['ours']
     runs = list((out/'training'/'05b_prototypes_margins'/'runs').iterdir())
+    cfgs = [read_json(d/'config.json') for d in runs if (d/'config.json').exists()]
+    sims = [c for c in cfgs if c.get('clop_weight', 0) > 0 and c['clop_similarity'] != 'cosine']
+    assert sims and all(c['clop_normalize'] is True for c in sims)   # as the authors' CLOPLoss.py
     assert len(runs) >= 2 * 30 and all((d/'run.nc').exists() for d in runs)
     before = {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs}
     r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')

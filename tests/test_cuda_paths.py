@@ -26,6 +26,8 @@ MECHANISMS = {   # name -> TrainConfig fields: margins Algs 2-6, L_VRNS, CLOP in
                                  clop_weighting=w)
        for p in ('orthonormal', 'etf') for s in ('cosine', 'euclidean', 'manhattan') for w in ('mean', 'literal')},
     'clop_semi': dict(method='simclr', clop_weight=1.0, label_frac=0.1),
+    **{f'clop_raw_{s}': dict(method='supcon', clop_weight=1.0, clop_similarity=s, clop_normalize=False)
+       for s in ('euclidean', 'manhattan')},   # the similarity on z as given (section 3's), not on ẑ
     **{f'projector_{p}': dict(method='simclr', projector=p, d0=4) for p in PROJECTORS},
     'directclr': dict(method='directclr', d0=4), 'directclr_random': dict(method='directclr', d0=4, random_subset=True),
 }
