@@ -14,7 +14,8 @@ from torch import Tensor, nn
 from .evaluation import covariance_spectrum, effective_rank
 
 # %% auto #0
-__all__ = ['pair_stats', 'norm_stats', 'spectrum_stats', 'CollapseMonitor', 'PreNormCapture', 'CollapseMonitorCallback']
+__all__ = ['pair_stats', 'norm_stats', 'spectrum_stats', 'CollapseMonitor', 'PreNormCapture', 'ema_drift',
+           'CollapseMonitorCallback']
 
 # %% ../nbs/18_diagnostics.ipynb #ae271cdf
 def _check_pair(z1: Tensor, z2: Tensor) -> None:
@@ -222,6 +223,30 @@ class PreNormCapture:
         s, self._hooks = self._seen, []
         self.pre = s['pre'] if 'out' in s and s['out'] is s.get('bn') else None   # the head's output: the BN's
         return False
+
+# %% ../nbs/18_diagnostics.ipynb #0b95c7c2
+def _flat_params(mods: nn.Module | list, name: str) -> list[Tensor]:
+    "The parameters of a module or list of modules, in order."
+    mods = [mods] if isinstance(mods, nn.Module) else list(mods)
+    if not mods or not all(isinstance(m, nn.Module) for m in mods):
+        raise ValueError(f"{name} must be an nn.Module or a non-empty list of nn.Modules; got {mods!r:.80}")
+    return [p for m in mods for p in m.parameters()]
+
+def ema_drift(online: nn.Module | list,  # the online network (module or list of modules), after training
+              target: nn.Module | list,  # its EMA target, the same architecture
+              init: nn.Module | list,    # the same architecture at the run's initialization θ₀
+             ) -> float:  # ‖θ_target − θ₀‖ / ‖θ_online − θ₀‖ (NaN where the online network did not move)
+    "How far an EMA target moved from the initialization, as a share of the online network's distance."
+    ps = {n: _flat_params(m, n) for n, m in (('online', online), ('target', target), ('init', init))}
+    shapes = {n: [tuple(p.shape) for p in v] for n, v in ps.items()}
+    for n in ('target', 'init'):
+        if shapes[n] != shapes['online']:
+            raise ValueError(f"{n} must have the parameters of online, in order and shape: "
+                             f"{len(shapes[n])} tensors against {len(shapes['online'])}, or shapes differ")
+    flat = lambda v: torch.cat([p.detach().float().flatten().cpu() for p in v])
+    t0 = flat(ps['init'])
+    num, den = (flat(ps['target']) - t0).norm(), (flat(ps['online']) - t0).norm()
+    return float('nan') if float(den) == 0 else float(num / den)
 
 # %% ../nbs/18_diagnostics.ipynb #cfca46c9
 _LIGHTNING_ERROR = ("CollapseMonitorCallback needs PyTorch Lightning, an optional dependency: "
