@@ -130,13 +130,19 @@ def path_key(cfg: TrainConfig) -> tuple:
 # %% ../nbs/91_preflight.ipynb #7a91325d
 def _saved_bytes(model, views, y) -> int:
     "Bytes of the tensors autograd keeps for the backward pass of one training forward (distinct storages)."
-    seen = {}
+    # Issue 20: the graph's nodes keep the hooks, so a tensor reachable from `pack` (returned to the graph, or
+    # kept in `seen`) closes a cycle node -> hook -> tensor -> node through C++, which gc cannot see: every
+    # path's model, gradients and graph stayed alive (0.2-0.3 GB a path). The graph gets None; `seen` keeps the
+    # tensors for the forward only (their addresses not reused) and is emptied before returning.
+    seen = {}      # storage address -> (bytes, tensor)
     def pack(t):
-        try: seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        try: seen[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), t)
         except Exception: pass                                   # a tensor without storage (meta, sparse)
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): model(views, y)
-    return sum(seen.values())
+    def unpack(_): raise RuntimeError('_saved_bytes measures a forward; its graph has no backward')
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack): model(views, y)
+        return sum(b for b, _ in seen.values())
+    finally: seen.clear()
 
 def activation_bytes(cfg: TrainConfig, info: DataInfo, small: ImageData,
                      bf16: bool = False,      # under bf16 autocast (on the CPU), as a run with autocast saves them
