@@ -277,7 +277,7 @@ def _choices(cfg: TrainConfig, dev: torch.device, cuda_path: bool) -> DeviceChoi
     c = device_choices(cfg, torch.device('cuda'))
     return dataclasses.replace(c, autocast='cpu' if c.autocast else None)
 
-def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path) -> None:
+def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path, flops: dict | None = None) -> None:
     "Step the first run of a path at the stepped size; its step time, scale and (CUDA) peak memory."
     name, cfg, info = p.runs[0]
     b = min(cfg.batch_size, batch_cap) if batch_cap else cfg.batch_size
@@ -287,7 +287,9 @@ def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path) 
     if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats(dev)
     ds = train(_small_cfg(cfg, b, steps, tmp/'steps'/cfg.run_id()), data=small, choices=ch)
     p.step_s = float(ds.epoch_seconds.values[-1]) / steps
-    p.stepped, p.flops = (b, side), step_flops(cfg, info, small)
+    flops, fk = {} if flops is None else flops, _flops_key(cfg, info)   # paths of one model share its FLOPs
+    if fk not in flops: flops[fk] = step_flops(cfg, info, small)
+    p.stepped, p.flops = (b, side), flops[fk]
     p.act = activation_bytes(cfg, info, small, bf16=ch.autocast is not None)
     p.bf16 = ch.autocast is not None
     if dev.type == 'cuda': p.peak_gib = torch.cuda.max_memory_allocated(dev) / 2**30
@@ -345,9 +347,9 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
     finally: shutil.rmtree(tmp, ignore_errors=True)          # the stepped runs' folders: nothing is kept
 
 def _release() -> None:
-    """Give a path's freed memory back to the system (gc, the dataset cache, glibc's malloc_trim). It does not stop
-    the paper preflight's growth (20 GB after 90 of 132 paths on a 24 GB machine): something still holds each path's
-    memory, not yet found (issue 20)."""
+    """Give a path's freed memory back to the system (gc, the dataset cache, glibc's malloc_trim). The paper
+    preflight's growth (20 GB after 90 of 132 paths) was not the allocator but a leak that gc could not reach,
+    `_saved_bytes`' hooks (issue 20); without it the process stays under 2 GB."""
     import ctypes, gc
     gc.collect(); clear_dataset_cache()
     try: ctypes.CDLL('libc.so.6').malloc_trim(0)
@@ -361,9 +363,9 @@ def _preflight(rep, profile, only, sections, overrides, nbs, dev, batch_cap, sid
     rep.paths = list(paths.values())
     log(f'preflight {profile}: {rep.runs} runs, {rep.distinct} distinct, {len(rep.paths)} code paths to step '
         f'on {rep.device}' + (f'; {rep.reduced}' if rep.reduced else ''))
-    t0 = time.time()
+    t0, flops = time.time(), {}
     for i, p in enumerate(rep.paths):
-        try: _step_path(p, dev, batch_cap, side_cap, steps, cuda_path, tmp)
+        try: _step_path(p, dev, batch_cap, side_cap, steps, cuda_path, tmp, flops)
         except Exception as e:
             p.error = _err(e)
             rep.failures.append((p.runs[0][0] + (f' (and {len(p.runs) - 1} runs on its path)' if len(p.runs) > 1
@@ -403,9 +405,15 @@ def _estimate(rep: PreflightReport, batch_cap, side_cap, budget_gib, cuda_path, 
 # %% ../nbs/91_preflight.ipynb #d9abfd63
 def _backbone_key(cfg: TrainConfig, info: DataInfo) -> tuple: return (cfg.backbone, cfg.width, info.channels, info.side)
 
+def _flops_key(cfg: TrainConfig, info: DataInfo) -> tuple:
+    "What sets a step's matmul and convolution FLOPs: the model, its heads, queue and views (not λ, margins, seeds)."
+    return _backbone_key(cfg, info) + (info.classes, cfg.method, cfg.projector, cfg.head_width, cfg.head_out,
+                                       cfg.queue_size, cfg.dino_out, cfg.preset(), cfg.d0, cfg.random_subset,
+                                       cfg.clop_weight > 0, cfg.clop_prototypes, cfg.label_frac < 1)
+
 def step_flops(cfg: TrainConfig, info: DataInfo, small: ImageData,
                sides: tuple = (32, 64),  # the two sides counted (ResNet-50's last stage: 1x1 and 2x2)
-               batch: int = 4,
+               batch: int = 2,
               ) -> tuple[float, float]:  # (f0, f1): one image of a step costs f0 + f1·side² FLOPs
     "Matmul and convolution FLOPs of one training step (forward and backward) per image, counted at two sides."
     from torch.utils.flop_counter import FlopCounterMode
@@ -420,7 +428,7 @@ def step_flops(cfg: TrainConfig, info: DataInfo, small: ImageData,
     f1 = max(0.0, (p2 - p1) / (s2 ** 2 - s1 ** 2))
     return max(0.0, p1 - f1 * s1 ** 2), f1
 
-def _measure_rates(rep: PreflightReport, dev, batch: int = 16, side: int = 64) -> None:
+def _measure_rates(rep: PreflightReport, dev, batch: int = 8, side: int = 64) -> None:
     "This device's FLOP/s in a forward and backward of each backbone's model, as a real run here takes them."
     from torch.utils.flop_counter import FlopCounterMode
     sync = lambda: torch.cuda.synchronize(dev) if dev.type == 'cuda' else None
@@ -437,9 +445,8 @@ def _measure_rates(rep: PreflightReport, dev, batch: int = 16, side: int = 64) -
                 with torch.autocast(dev.type, torch.bfloat16, enabled=ch.autocast is not None): o = model(views, y)
                 o.loss.backward(); sync()
             with FlopCounterMode(display=False) as fc: fb()                 # counted, and the warm-up
-            times = []
-            for _ in range(2): t = time.perf_counter(); fb(); times.append(time.perf_counter() - t)
-            rep.rates[key] = (fc.get_total_flops() / min(times), f"{cfg.backbone} at batch {len(x)}, {s} px, "
+            t = time.perf_counter(); fb(); t = time.perf_counter() - t
+            rep.rates[key] = (fc.get_total_flops() / t, f"{cfg.backbone} at batch {len(x)}, {s} px, "
                               f"{'bf16' if ch.autocast else 'fp32'} (as {name})")
         except Exception as e: rep.notes.append(f'no time estimate for the runs of {cfg.backbone}: {_err(e)}')
 
