@@ -299,9 +299,10 @@ def _resume_check(p: Path_, dev, batch_cap, side_cap, cuda_path, tmp: Path) -> s
     name, cfg, info = p.runs[0]
     b = min(cfg.batch_size, batch_cap) if batch_cap else cfg.batch_size
     side = min(info.side, side_cap) if side_cap else info.side
-    # on the CPU in fp32, compared bit for bit: bf16 autocast on the CPU reads memory it never wrote (issue 20:
-    # MALLOC_PERTURB_ changes the second step's loss of 04's ResNet-50 by 0.05%, a process's earlier runs by 1%),
-    # so two identical bf16 runs differ; the checkpoint, optimizer and RNG streams resumed are the same either way
+    # on the CPU in fp32, compared bit for bit: under bf16 autocast on the CPU with LARS, MALLOC_PERTURB_ changes
+    # the second step's loss of 04's ResNet-50 (0.05%; a process's earlier runs: 1%; with SGD: no change), so some
+    # kernel reads memory it never wrote and LARS's trust ratio magnifies it: two identical bf16 runs differ (issue
+    # 20, not yet located). The checkpoint, optimizer and RNG streams resumed are the same either way.
     small, ch = small_data(info, b, side, cfg.seed), _choices(cfg, dev, cuda_path and dev.type != 'cpu')
     a = train(_small_cfg(cfg, b, 1, tmp/'resume_a', epochs=2, checkpoint_every=1), data=small, choices=ch)
     cb = _small_cfg(cfg, b, 1, tmp/'resume_b', epochs=2, checkpoint_every=1)
