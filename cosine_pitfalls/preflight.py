@@ -21,7 +21,7 @@ from .train import (DeviceChoices, TrainConfig, _channels, build_model, check_da
 # %% auto #0
 __all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'fill_placeholders', 'DataInfo', 'data_info',
            'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate', 'Path_', 'PreflightReport',
-           'preflight', 'report_text', 'cli', 'ddp_check']
+           'preflight', 'step_flops', 'report_text', 'cli', 'ddp_check']
 
 # %% ../nbs/91_preflight.ipynb #f4df195c
 STAND_INS = {   # an absent dataset: (training images, test images, classes), the sizes of the real one
@@ -130,13 +130,19 @@ def path_key(cfg: TrainConfig) -> tuple:
 # %% ../nbs/91_preflight.ipynb #7a91325d
 def _saved_bytes(model, views, y) -> int:
     "Bytes of the tensors autograd keeps for the backward pass of one training forward (distinct storages)."
-    seen = {}
+    # Issue 20: the graph's nodes keep the hooks, so a tensor reachable from `pack` (returned to the graph, or
+    # kept in `seen`) closes a cycle node -> hook -> tensor -> node through C++, which gc cannot see: every
+    # path's model, gradients and graph stayed alive (0.2-0.3 GB a path). The graph gets None; `seen` keeps the
+    # tensors for the forward only (their addresses not reused) and is emptied before returning.
+    seen = {}      # storage address -> (bytes, tensor)
     def pack(t):
-        try: seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        try: seen[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), t)
         except Exception: pass                                   # a tensor without storage (meta, sparse)
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): model(views, y)
-    return sum(seen.values())
+    def unpack(_): raise RuntimeError('_saved_bytes measures a forward; its graph has no backward')
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack): model(views, y)
+        return sum(b for b, _ in seen.values())
+    finally: seen.clear()
 
 def activation_bytes(cfg: TrainConfig, info: DataInfo, small: ImageData,
                      bf16: bool = False,      # under bf16 autocast (on the CPU), as a run with autocast saves them
@@ -183,7 +189,8 @@ class Path_:
     "One distinct code path: the runs that take it, and what stepping one of them gave."
     runs: list                       # (name, TrainConfig, DataInfo) of every run that takes it
     step_s: float | None = None      # seconds per optimizer step at the stepped size
-    per_pixel: float | None = None   # seconds per image pixel of a step (the estimate scales it to each run)
+    stepped: tuple | None = None     # (batch, side) it was stepped at
+    flops: tuple | None = None       # matmul/conv FLOPs of a training step per image: f0 + f1·side² (`step_flops`)
     act: tuple | None = None         # saved activation bytes of an image: a + c·side² (`activation_bytes`)
     bf16: bool = False               # measured under bf16 autocast
     peak_gib: float | None = None    # CUDA: measured peak at the stepped size
@@ -198,6 +205,7 @@ class PreflightReport:
     failures: list = field(default_factory=list)     # (run or stage, message)
     notes: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)      # notebook -> estimated training seconds on this device
+    rates: dict = field(default_factory=dict)        # backbone -> (FLOP/s measured, how): the time estimate's basis
     largest: tuple | None = None                     # (run, GiB dict)
     resume: str = ''
 
@@ -269,7 +277,7 @@ def _choices(cfg: TrainConfig, dev: torch.device, cuda_path: bool) -> DeviceChoi
     c = device_choices(cfg, torch.device('cuda'))
     return dataclasses.replace(c, autocast='cpu' if c.autocast else None)
 
-def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path) -> None:
+def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path, flops: dict | None = None) -> None:
     "Step the first run of a path at the stepped size; its step time, scale and (CUDA) peak memory."
     name, cfg, info = p.runs[0]
     b = min(cfg.batch_size, batch_cap) if batch_cap else cfg.batch_size
@@ -279,7 +287,9 @@ def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path) 
     if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats(dev)
     ds = train(_small_cfg(cfg, b, steps, tmp/'steps'/cfg.run_id()), data=small, choices=ch)
     p.step_s = float(ds.epoch_seconds.values[-1]) / steps
-    p.per_pixel = p.step_s / (b * side ** 2)
+    flops, fk = {} if flops is None else flops, _flops_key(cfg, info)   # paths of one model share its FLOPs
+    if fk not in flops: flops[fk] = step_flops(cfg, info, small)
+    p.stepped, p.flops = (b, side), flops[fk]
     p.act = activation_bytes(cfg, info, small, bf16=ch.autocast is not None)
     p.bf16 = ch.autocast is not None
     if dev.type == 'cuda': p.peak_gib = torch.cuda.max_memory_allocated(dev) / 2**30
@@ -289,7 +299,11 @@ def _resume_check(p: Path_, dev, batch_cap, side_cap, cuda_path, tmp: Path) -> s
     name, cfg, info = p.runs[0]
     b = min(cfg.batch_size, batch_cap) if batch_cap else cfg.batch_size
     side = min(info.side, side_cap) if side_cap else info.side
-    small, ch = small_data(info, b, side, cfg.seed), _choices(cfg, dev, cuda_path)
+    # on the CPU in fp32, compared bit for bit: under bf16 autocast on the CPU with LARS, MALLOC_PERTURB_ changes
+    # the second step's loss of 04's ResNet-50 (0.05%; a process's earlier runs: 1%; with SGD: no change), so some
+    # kernel reads memory it never wrote and LARS's trust ratio magnifies it: two identical bf16 runs differ (issue
+    # 20, not yet located). The checkpoint, optimizer and RNG streams resumed are the same either way.
+    small, ch = small_data(info, b, side, cfg.seed), _choices(cfg, dev, cuda_path and dev.type != 'cpu')
     a = train(_small_cfg(cfg, b, 1, tmp/'resume_a', epochs=2, checkpoint_every=1), data=small, choices=ch)
     cb = _small_cfg(cfg, b, 1, tmp/'resume_b', epochs=2, checkpoint_every=1)
     train(cb, data=small, stop_after=1, choices=ch)
@@ -300,7 +314,8 @@ def _resume_check(p: Path_, dev, batch_cap, side_cap, cuda_path, tmp: Path) -> s
     same = (np.array_equal(la, lr_, equal_nan=True) if dev.type == 'cpu'
             else torch.allclose(torch.tensor(la), torch.tensor(lr_), rtol=1e-3, equal_nan=True))
     if not same: raise RuntimeError(f'resumed step losses {lr_.tolist()} differ from the straight run {la.tolist()}')
-    return f'{name}: stopped after epoch 1, resumed from its checkpoint, step losses equal to a straight run'
+    return (f'{name}: stopped after epoch 1, resumed from its checkpoint, step losses equal to a straight run'
+            + (' (bit for bit, in fp32 on the CPU)' if dev.type == 'cpu' else ' (within 1e-3)'))
 
 # %% ../nbs/91_preflight.ipynb #d6f041d7
 def _real_steps(cfg: TrainConfig, info: DataInfo) -> int:
@@ -324,7 +339,7 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
     dev = get_device(device); cuda = dev.type == 'cuda'
     batch_cap = batch_cap or (None if cuda else 8); side_cap = side_cap or (None if cuda else 16)
     reduced = ('' if not (batch_cap or side_cap) else
-               f'stepped at batch <= {batch_cap}, side <= {side_cap} px (step times scaled by images x pixels)')
+               f'stepped at batch <= {batch_cap}, side <= {side_cap} px')
     rep = PreflightReport(profile, torch.cuda.get_device_name(dev) if cuda else f'cpu ({os.cpu_count()} cores)',
                           reduced)
     tmp = Path(tempfile.mkdtemp(prefix='preflight-'))
@@ -333,9 +348,9 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
     finally: shutil.rmtree(tmp, ignore_errors=True)          # the stepped runs' folders: nothing is kept
 
 def _release() -> None:
-    """Give a path's freed memory back to the system (gc, the dataset cache, glibc's malloc_trim). It does not stop
-    the paper preflight's growth (20 GB after 90 of 132 paths on a 24 GB machine): something still holds each path's
-    memory, not yet found (issue 20)."""
+    """Give a path's freed memory back to the system (gc, the dataset cache, glibc's malloc_trim). The paper
+    preflight's growth (20 GB after 90 of 132 paths) was not the allocator but a leak that gc could not reach,
+    `_saved_bytes`' hooks (issue 20); without it the process stays under 2 GB."""
     import ctypes, gc
     gc.collect(); clear_dataset_cache()
     try: ctypes.CDLL('libc.so.6').malloc_trim(0)
@@ -349,15 +364,16 @@ def _preflight(rep, profile, only, sections, overrides, nbs, dev, batch_cap, sid
     rep.paths = list(paths.values())
     log(f'preflight {profile}: {rep.runs} runs, {rep.distinct} distinct, {len(rep.paths)} code paths to step '
         f'on {rep.device}' + (f'; {rep.reduced}' if rep.reduced else ''))
-    t0 = time.time()
+    t0, flops = time.time(), {}
     for i, p in enumerate(rep.paths):
-        try: _step_path(p, dev, batch_cap, side_cap, steps, cuda_path, tmp)
+        try: _step_path(p, dev, batch_cap, side_cap, steps, cuda_path, tmp, flops)
         except Exception as e:
             p.error = _err(e)
             rep.failures.append((p.runs[0][0] + (f' (and {len(p.runs) - 1} runs on its path)' if len(p.runs) > 1
                                                  else ''), p.error))
         _release()                              # a path's models and data, given back before the next
         if (i + 1) % 10 == 0: log(f'  {i + 1}/{len(rep.paths)} paths stepped ({time.time() - t0:.0f} s)')
+    if rep.reduced: _measure_rates(rep, dev)
     _estimate(rep, batch_cap, side_cap, budget_gib, cuda_path, dev)
     ok = next((p for p in rep.paths if p.error is None), None)
     if ok is not None:
@@ -373,7 +389,8 @@ def _estimate(rep: PreflightReport, batch_cap, side_cap, budget_gib, cuda_path, 
         if p.error: continue
         for name, cfg, info in p.runs:
             nb = name.split('[')[0]
-            step = p.per_pixel * cfg.batch_size * info.side ** 2             # this run's step, extrapolated
+            step = _step_seconds(rep, p, cfg, info)
+            if step is None: continue                                        # no rate for its backbone: no estimate
             rep.seconds[nb] = rep.seconds.get(nb, 0.0) + step * _real_steps(cfg, info)
             key = (path_key(cfg), cfg.head_width, cfg.head_out, cfg.queue_size, cfg.dino_out, info.classes)
             if key not in cache: cache[key] = model_bytes(cfg, info)
@@ -386,6 +403,63 @@ def _estimate(rep: PreflightReport, batch_cap, side_cap, budget_gib, cuda_path, 
                                            f"{m['activations']:.1f}, data on the device {m['data']:.1f})"))
     rep.largest = worst
 
+# %% ../nbs/91_preflight.ipynb #d9abfd63
+def _backbone_key(cfg: TrainConfig, info: DataInfo) -> tuple: return (cfg.backbone, cfg.width, info.channels, info.side)
+
+def _flops_key(cfg: TrainConfig, info: DataInfo) -> tuple:
+    "What sets a step's matmul and convolution FLOPs: the model, its heads, queue and views (not λ, margins, seeds)."
+    return _backbone_key(cfg, info) + (info.classes, cfg.method, cfg.projector, cfg.head_width, cfg.head_out,
+                                       cfg.queue_size, cfg.dino_out, cfg.preset(), cfg.d0, cfg.random_subset,
+                                       cfg.clop_weight > 0, cfg.clop_prototypes, cfg.label_frac < 1)
+
+def step_flops(cfg: TrainConfig, info: DataInfo, small: ImageData,
+               sides: tuple = (32, 64),  # the two sides counted (ResNet-50's last stage: 1x1 and 2x2)
+               batch: int = 2,
+              ) -> tuple[float, float]:  # (f0, f1): one image of a step costs f0 + f1·side² FLOPs
+    "Matmul and convolution FLOPs of one training step (forward and backward) per image, counted at two sides."
+    from torch.utils.flop_counter import FlopCounterMode
+    model = build_model(cfg, info.classes, info.n_train, info.channels).train()
+    x, y = small.train_x[:batch], small.train_y[:batch]
+    def per_image(side):
+        views = make_views(resize_images(x, side), cfg.preset(), torch.Generator().manual_seed(0), small.mean,
+                           small.std)
+        with FlopCounterMode(display=False) as fc: model(views, y).loss.backward()
+        return fc.get_total_flops() / len(x)
+    (s1, s2), (p1, p2) = sides, (per_image(s) for s in sides)
+    f1 = max(0.0, (p2 - p1) / (s2 ** 2 - s1 ** 2))
+    return max(0.0, p1 - f1 * s1 ** 2), f1
+
+def _measure_rates(rep: PreflightReport, dev, batch: int = 8, side: int = 64) -> None:
+    "This device's FLOP/s in a forward and backward of each backbone's model, as a real run here takes them."
+    from torch.utils.flop_counter import FlopCounterMode
+    sync = lambda: torch.cuda.synchronize(dev) if dev.type == 'cuda' else None
+    for p in rep.paths:
+        name, cfg, info = p.runs[0]; key = _backbone_key(cfg, info)
+        if p.error or key in rep.rates: continue
+        try:
+            s, ch = min(side, info.side), device_choices(cfg, dev)        # a real run here: fp32 on the CPU
+            small = small_data(info, batch, s, cfg.seed)
+            model = build_model(cfg, info.classes, info.n_train, info.channels).to(dev).train()
+            x, y = small.train_x[:batch].to(dev), small.train_y[:batch].to(dev)
+            def fb():
+                views = make_views(x, cfg.preset(), torch.Generator(dev).manual_seed(0), small.mean, small.std)
+                with torch.autocast(dev.type, torch.bfloat16, enabled=ch.autocast is not None): o = model(views, y)
+                o.loss.backward(); sync()
+            with FlopCounterMode(display=False) as fc: fb()                 # counted, and the warm-up
+            t = time.perf_counter(); fb(); t = time.perf_counter() - t
+            rep.rates[key] = (fc.get_total_flops() / t, f"{cfg.backbone} at batch {len(x)}, {s} px, "
+                              f"{'bf16' if ch.autocast else 'fp32'} (as {name})")
+        except Exception as e: rep.notes.append(f'no time estimate for the runs of {cfg.backbone}: {_err(e)}')
+
+def _step_seconds(rep: PreflightReport, p: Path_, cfg: TrainConfig, info: DataInfo) -> float | None:
+    "A run's optimizer step on this device: the path's fixed cost + the run's FLOPs at the measured rate."
+    f = lambda b, s: b * (p.flops[0] + p.flops[1] * s ** 2)
+    (b, s), real = p.stepped, f(cfg.batch_size, info.side)
+    if not rep.reduced: return p.step_s * real / max(f(b, s), 1.0)       # stepped at the real size: FLOPs scale it
+    if _backbone_key(cfg, info) not in rep.rates: return None
+    rate = rep.rates[_backbone_key(cfg, info)][0]
+    return max(0.0, p.step_s - f(b, s) / rate) + real / rate
+
 # %% ../nbs/91_preflight.ipynb #44da280e
 def _hours(s: float) -> str: return f'{s / 3600:.1f} h' if s >= 3600 else f'{s / 60:.1f} min'
 
@@ -396,8 +470,17 @@ def report_text(rep: PreflightReport) -> str:
              f"{len(rep.paths)} distinct code paths stepped ({sum(p.error is None for p in rep.paths)} ok)"]
     if rep.reduced: lines.append(f"  {rep.reduced}")
     lines += [f"  note: {n}" for n in rep.notes]
-    lines.append(f"estimated training time on this device: {_hours(est)} (optimizer steps only, from the measured "
-                 f"step times; kNN, probes and data loading not counted)")
+    if not rep.seconds: lines.append("no training time estimate on this device: no code path stepped, or no rate")
+    elif not rep.reduced:
+        lines.append(f"estimated training time on this device: {_hours(est)} (optimizer steps only: each path's step "
+                     f"measured at its real batch and side, scaled by FLOPs to its other runs; kNN, probes and data "
+                     f"loading not counted)")
+    else:
+        lines.append(f"estimated training time on this device: {_hours(est)} (optimizer steps only; a step = its path's "
+                     f"measured fixed cost + its matmul/conv FLOPs, forward and backward, counted by torch at 32 and "
+                     f"64 px and scaled to the run's batch and side, at this device's rate measured per backbone; kNN, "
+                     f"probes and data loading not counted)")
+        lines += [f"  rate: {r / 1e9:.1f} GFLOP/s, {how}" for r, how in rep.rates.values()]
     lines += [f"  {nb}: {_hours(s)}" for nb, s in rep.seconds.items()]
     if rep.largest:
         n, m = rep.largest

@@ -66,3 +66,40 @@ def test_step_failure_is_named(monkeypatch):
     monkeypatch.setattr(methods.SSLMethod, 'forward', broken)
     rep = pf.preflight('smoke', sections=[4], **TINY)
     assert rep.failures and all('directclr' in w and 'boom in directclr' in m for w, m in rep.failures), rep.failures
+
+
+def _live_tensors() -> int:
+    import gc, torch
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if torch.is_tensor(o))
+
+
+def test_preflight_keeps_nothing_of_a_path_alive(monkeypatch):
+    """Issue 20: every model the preflight builds (its steps, its activation and memory measures) is freed once
+    it returns, and no tensor it made is still live (the paper preflight grew 0.2-0.3 GB a path and stalled)."""
+    import gc, weakref
+    import cosine_pitfalls.train as tr
+    built, orig = [], tr.build_model
+    def tracked(*a, **k):
+        m = orig(*a, **k); built.append(weakref.ref(next(m.parameters()))); return m
+    monkeypatch.setattr(tr, 'build_model', tracked); monkeypatch.setattr(pf, 'build_model', tracked)
+    pf.preflight('smoke', sections=[4], **TINY)                    # warm-up: torch's own lazy state, once
+    before = _live_tensors(); built.clear()
+    for _ in range(2): rep = pf.preflight('smoke', sections=[4], **TINY)
+    assert rep.failures == [] and len(rep.paths) >= 6, rep.failures
+    gc.collect()
+    alive = [r() for r in built if r() is not None]
+    assert built and not alive, f'the weights of {len(alive)} of {len(built)} models built are still alive'
+    assert _live_tensors() - before < 20, (before, _live_tensors())
+
+
+def test_saved_bytes_frees_the_forward_graph():
+    "The saved-tensor hooks of `_saved_bytes` close no cycle: the model and its forward's tensors are freed."
+    import gc, weakref, torch
+    from torch import nn
+    m = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.ReLU())
+    net = lambda views, y: m(views[0]).sum()
+    got = pf._saved_bytes(net, [torch.randn(4, 8)], None)
+    assert got >= 4 * 8 * 4 * 3, got                               # Linear's input, Tanh's and ReLU's outputs
+    ref = weakref.ref(m[0].weight); del m, net; gc.collect()
+    assert ref() is None, 'the weights are still alive after the measure'
