@@ -285,7 +285,10 @@ def _step_path(p: Path_, dev, batch_cap, side_cap, steps, cuda_path, tmp: Path, 
     small = small_data(info, max(4, b * steps), side, cfg.seed)
     ch = _choices(cfg, dev, cuda_path)
     if dev.type == 'cuda': torch.cuda.reset_peak_memory_stats(dev)
-    ds = train(_small_cfg(cfg, b, steps, tmp/'steps'/cfg.run_id()), data=small, choices=ch)
+    # on CUDA a first epoch warms up (cuDNN autotuning, lazy init: on an H100 it made the gpu profile's estimate
+    # 32 h) and the second is timed; on the CPU one epoch (the fixed cost is fitted below)
+    ds = train(_small_cfg(cfg, b, steps, tmp/'steps'/cfg.run_id(), epochs=2 if dev.type == 'cuda' else 1),
+               data=small, choices=ch)
     p.step_s = float(ds.epoch_seconds.values[-1]) / steps
     flops, fk = {} if flops is None else flops, _flops_key(cfg, info)   # paths of one model share its FLOPs
     if fk not in flops: flops[fk] = step_flops(cfg, info, small)
