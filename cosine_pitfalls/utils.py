@@ -62,7 +62,8 @@ def get_device(device: str | torch.device = 'auto',  # 'auto', 'cpu', 'cuda' or 
 
 def _indexed(dev: torch.device) -> torch.device:
     "cuda -> cuda:N (the current device): a tensor on 'cuda:0' compares unequal to torch.device('cuda')."
-    return torch.device('cuda', torch.cuda.current_device()) if dev.type == 'cuda' and dev.index is None else dev
+    if dev.type != 'cuda' or dev.index is not None or not torch.cuda.is_available(): return dev   # nothing to ask
+    return torch.device('cuda', torch.cuda.current_device())
 
 # %% ../nbs/09_utils.ipynb #07d9fe3a
 def current_umask() -> int:
