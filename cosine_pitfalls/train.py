@@ -488,13 +488,17 @@ def check_run_dir(out: str | Path,  # the run's folder (train's out_dir)
     out = Path(out); made, p = [], out
     while not p.exists(): made.append(p); p = p.parent
     if not p.is_dir(): raise ValueError(f"out: {str(p)!r} is not a folder")
+    # under torchrun every process checks the same folder at once: each probes with its own file, and none
+    # removes a folder it made (another process may be writing into it)
+    shared = int(os.environ.get('WORLD_SIZE', '1')) > 1
+    probe = out/f'.probe-{os.getpid()}'
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with atomic_path(out/'.probe') as tmp: tmp.write_bytes(b'')
-        (out/'.probe').unlink()
+        with atomic_path(probe) as tmp: tmp.write_bytes(b'')
+        probe.unlink()
     except OSError as e: raise ValueError(f"out: cannot write into {str(out)!r}: {e.strerror}") from None
     finally:
-        for d in made:                                      # created only to probe: the run creates it
+        for d in ([] if shared else made):                  # created only to probe: the run creates it
             try: d.rmdir()
             except OSError: pass
     if made: return
