@@ -39,8 +39,10 @@ nbtest:
 nbtest-gpu: setup
 	$(BIN)/nbdev_test --n_workers 1 --timing --flags "gpu slow"
 
+# in parallel, one worker per core (at most 4), a test file's tests on one worker (its module fixtures built once;
+# not --dist loadgroup: pytest 9.2 stopped its grouping, pytest-xdist issue 1386)
 pytest:
-	$(BIN)/python -m pytest -rs tests
+	$(BIN)/python -m pytest -rs -n auto --maxprocesses 4 --dist loadfile --durations 15 tests
 
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks

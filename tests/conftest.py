@@ -8,12 +8,39 @@ ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT/'nbs'
 CLI = Path(sys.executable).parent/'cosine-pitfalls'
 os.umask(0o022)   # the usual umask, inherited by every CLI run: the file-mode test expects 0644
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    # `make test` runs pytest in parallel (pytest-xdist, one worker per core): two workers each spinning two
+    # OpenMP threads on two cores made one 5 s test take minutes. One thread per worker, and per process it starts
+    # (set before torch is imported; CLI runs and notebook kernels inherit it).
+    os.environ['OMP_NUM_THREADS'] = '1'
 
 
 def run_cli(*args, timeout=600, **kw):
     "Run the installed `cosine-pitfalls` console script; return the CompletedProcess."
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def run_main(*args, cwd=None, env=None, **_):
+    """The CLI's `main` in this process, for the refusals that happen before any kernel or training (~0.1 s, where
+    the console script spends ~4 s importing): papermill's execute and the trainer raise if reached."""
+    import contextlib, io, types
+    import papermill
+    import cosine_pitfalls.train as tr
+    def reached(*a, **k): raise AssertionError('a kernel or a training run was started')
+    out, err, old_env, old_cwd = io.StringIO(), io.StringIO(), dict(os.environ), os.getcwd()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(papermill, 'execute_notebook', reached); mp.setattr(tr, '_train', reached)
+    try:
+        if env is not None: os.environ.clear(); os.environ.update(env)
+        if cwd is not None: os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            from cosine_pitfalls.runner import main
+            try: code = main([str(a) for a in args])
+            except SystemExit as e: code = e.code if isinstance(e.code, int) else 2     # argparse's refusals
+    finally:
+        mp.undo(); os.chdir(old_cwd); os.environ.clear(); os.environ.update(old_env)
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def tree(d: Path) -> dict:
@@ -29,3 +56,4 @@ def read_json(p):
 def cli():
     assert CLI.exists(), f'console script not installed at {CLI}'
     return run_cli
+

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import CLI, NBS, read_json, tree
+from conftest import CLI, NBS, read_json, run_main, tree
 
 
 def run_cli(*args, env=None, timeout=600, **kw):
@@ -220,13 +220,16 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize('args,msg', BAD_VALUES, ids=[' '.join(a) for a, _ in BAD_VALUES])
-def test_bad_value_is_refused_before_any_kernel(done1, tmp_path, args, msg):
+@pytest.mark.parametrize('k,args,msg', [(k, *b) for k, b in enumerate(BAD_VALUES)],
+                         ids=[' '.join(a) for a, _ in BAD_VALUES])
+def test_bad_value_is_refused_before_any_kernel(done1, tmp_path, k, args, msg):
+    "The first through the console script; the others through its `main` here, where starting a kernel raises."
     base, nbs, src, env, _ = done1
     out = tmp_path/'out'; shutil.copytree(src, out)
     before = tree(out)
     t0 = time.time()
-    r = run_cli('reproduce', '--profile', 'smoke', *args, '--nbs', nbs, '--out', out, '--quiet', env=env)
+    r = (run_cli if k == 0 else run_main)('reproduce', '--profile', 'smoke', *args, '--nbs', nbs, '--out', out,
+                                          '--quiet', env=env)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr, r.stderr
     assert time.time() - t0 < 120, 'a kernel ran'   # (~5 s idle; a kernel also leaves runs/ files)
@@ -239,7 +242,7 @@ def test_train_out_unusable_is_one_line_before_training(tmp_path, where):
     out = tmp_path/'file' if where == 'a file' else Path('/proc/x')
     if where == 'a file': out.write_text('x')
     t0 = time.time()
-    r = run_cli('train', '--method', 'simclr', '--epochs', '30', *SMALL, '--out', out)
+    r = (run_cli if where == 'a file' else run_main)('train', '--method', 'simclr', '--epochs', '30', *SMALL, '--out', out)
     assert r.returncode == 2 and 'out: ' in r.stderr and 'Traceback' not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and time.time() - t0 < 60
 
@@ -247,8 +250,9 @@ def test_train_out_unusable_is_one_line_before_training(tmp_path, where):
 @pytest.mark.parametrize('name,content', [('checkpoint.pt', b'PK\x03\x04 cut'), ('checkpoint.pt', b'\x80\x02}q'),
                                           ('run.nc', b'\x89HDF\r\n\x1a\n cut')])
 def test_damaged_train_file_is_one_line(tmp_path, name, content):
+    "The console script for the first; `main` in this process (training raises if reached) for the others."
     out = tmp_path/'run'; out.mkdir(); (out/name).write_bytes(content)
-    r = run_cli('train', '--method', 'simclr', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
+    r = (run_cli if name == 'checkpoint.pt' and content.startswith(b'PK') else run_main)('train', '--method', 'simclr', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
     assert r.returncode == 2 and str(out/name) in r.stderr and 'Traceback' not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and 'delete it' in r.stderr
 
@@ -256,9 +260,10 @@ def test_damaged_train_file_is_one_line(tmp_path, name, content):
 @pytest.mark.parametrize('text', ['{"results": {"clop', '"x"', '{"results": {"clop.thm1": "ok"}}'])
 @pytest.mark.parametrize('cmd', [['list'], ['report'], ONE])
 def test_damaged_manifest_is_one_line_naming_it(tmp_path, cmd, text):
+    "Through the console script for one damage, through its `main` in this process for the others."
     out = tmp_path/'out'; out.mkdir(); (out/'manifest.json').write_text(text)
     before = tree(out)
-    r = run_cli(*cmd, '--out', out)
+    r = (run_cli if text == '"x"' else run_main)(*cmd, '--out', out)
     assert r.returncode == 2 and f"{out/'manifest.json'}: damaged" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr and tree(out) == before
 
@@ -271,7 +276,7 @@ def test_damaged_manifest_is_one_line_naming_it(tmp_path, cmd, text):
     (['train', '--epoch', '3'], 'unrecognized arguments: --epoch 3'),
 ])
 def test_small_refusals(tmp_path, args, msg):
-    r = run_cli(*args, cwd=tmp_path)
+    r = (run_cli if args[0] == 'train' else run_main)(*args, cwd=tmp_path)
     assert r.returncode == 2 and msg in r.stderr and os.listdir(tmp_path) == [], r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2, r.stderr             # at most a short usage, then the error
 

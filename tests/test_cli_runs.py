@@ -1,0 +1,160 @@
+"""The installed `cosine-pitfalls` CLI running notebooks: failures, interruption, kills and resumption, sections 4-5.
+(Split from test_cli.py so that `make test`'s parallel workers, a file each, get similar shares.)"""
+import json, os, shutil, signal, subprocess, time
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, NBS, read_json, run_cli
+
+from cosine_pitfalls.core import VERDICTS
+from cosine_pitfalls.paper import NOTEBOOKS, notebook_ids, notebook_of, section_ids
+
+SECTION1 = section_ids(1)
+
+
+def _broken_copy(tmp_path, file):
+    "A copy of nbs/ where the notebook `file` raises right after its parameters cell."
+    nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
+    p = nbs/file; nb = json.loads(p.read_text())
+    k = next(j for j, c in enumerate(nb['cells']) if 'parameters' in c.get('metadata', {}).get('tags', []))
+    nb['cells'].insert(k + 1, dict(cell_type='code', metadata={}, outputs=[], execution_count=None, id='broken',
+                                   source="raise RuntimeError('deliberate failure planted by the test')"))
+    p.write_text(json.dumps(nb))
+    return nbs
+
+
+def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
+    other = next((f for f in NOTEBOOKS if f != notebook_of('clop.thm1').file and (NBS/f).exists()), None)
+    if other is None: pytest.skip('needs a second section notebook')
+    nbs, out = _broken_copy(tmp_path, other), tmp_path/'out'
+    bad = notebook_ids(other)[0]
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', bad, '--nbs', nbs, '--out', out, '--quiet')
+    assert r.returncode == 1
+    assert 'deliberate failure planted by the test' in r.stderr
+    m = read_json(out/'manifest.json')
+    assert m['results']['clop.thm1']['status'] == 'ok' and (out/'results'/'clop.thm1.nc').exists()
+    err = m['results'][bad]['error']
+    assert m['results'][bad]['status'] == 'failed' and err['ename'] == 'RuntimeError' and err['cell'] is not None
+    kept = out/'runs'/f"{Path(other).stem}.smoke.failed.ipynb"          # never over a finished one (issue 19)
+    assert 'deliberate failure planted by the test' in kept.read_text()
+    row = (out/'report.md').read_text().split(f'| `{bad}` |')[1].split('\n')[0]
+    assert '| failed |' in row and 'RuntimeError' in row
+
+
+def test_interrupted_run_leaves_no_partial_file(tmp_path):
+    import xarray as xr
+    from PIL import Image
+    out = tmp_path/'out'; out.mkdir()
+    (out/'report.md').write_text('an earlier report\n')
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--section', '1', '--out', str(out), '--quiet'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and not list((out/'results').glob('*.json')) and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before it could be interrupted'
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert 'interrupted' in err
+    assert [f for f in out.rglob('*') if '.tmp' in f.name or '.running' in f.name] == []
+    for f in out.rglob('*.json'): json.loads(f.read_text())
+    for f in out.rglob('*.nc'): xr.load_dataset(f, engine='h5netcdf')
+    for f in out.rglob('*.png'): Image.open(f).verify()
+    assert (out/'report.md').read_text() == 'an earlier report\n'
+
+
+def test_killed_run_keeps_what_it_finished(tmp_path):
+    "SIGKILL mid-notebook: the IDs whose files were completely written are not recomputed by the rerun."
+    out = tmp_path/'out'
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--section', '1', '--out', str(out), '--quiet'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and len(list((out/'results').glob('*.json'))) < 3 and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before it could be killed'
+    os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
+    done = {f.stem: f.stat().st_mtime_ns for f in (out/'results').glob('*.json')}
+    assert 3 <= len(done) < len(SECTION1), done
+    r = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    for i, t in done.items(): assert (out/'results'/f'{i}.json').stat().st_mtime_ns == t, f'{i} was recomputed'
+    m = read_json(out/'manifest.json')
+    assert sorted(m['runs'][-1]['ids']) == sorted(set(SECTION1) - set(done))
+    assert all(m['results'][i]['status'] == 'ok' for i in SECTION1)
+    assert all(m['results'][i].get('recovered') for i in done)
+
+
+def test_section4_trains_through_the_runner(tmp_path):
+    """Section 4 at smoke through the CLI: the asked IDs registered with a verdict, the training runs kept under
+    training/, skipped when rerun. Two IDs on two settings (`make nbtest` runs the whole notebook at smoke)."""
+    out, ids = tmp_path/'out', ['directclr.subvector', 'directclr.fig12']
+    args = ('reproduce', '--profile', 'smoke', '--only', *ids, '-p', 'settings=directclr,none', '--out', out, '--quiet')
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    for i in ids:
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
+    runs = list((out/'training'/'04_directclr'/'runs').iterdir())
+    cfgs = [read_json(d/'config.json') for d in runs]
+    assert len(runs) >= 2 * 2 and all((d/'run.nc').exists() for d in runs)
+    assert {c['method'] for c in cfgs} == {'directclr', 'simclr'} and {c['projector'] for c in cfgs} >= {'none'}
+    page = (out/'notebooks'/'04_directclr.smoke.html').read_text()
+    assert all(f'id="{i}"' in page for i in ids)
+    n = len(read_json(out/'manifest.json')['runs'])
+    r2 = run_cli(*args)
+    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
+
+
+def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
+    """05a at smoke through the CLI, SIGKILLed once some runs are done: the rerun trains only what was missing,
+    registers every asked ID. Two IDs of 28 runs (`make nbtest` runs the whole notebook at smoke already)."""
+    out, ids = tmp_path/'out', ['pitfalls.table1', 'pitfalls.fig5']
+    assert set(ids) <= set(notebook_ids('05a_embedding_norms.ipynb'))
+    runs = out/'training'/'05a_embedding_norms'/'runs'
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--only', *ids, '--out', str(out), '--quiet'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    t0 = time.time()
+    while time.time() - t0 < 300 and len(list(runs.glob('*/run.nc'))) < 10 and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before it could be killed'
+    os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
+    time.sleep(3)                                      # the kernel (its own session) follows its parent within a second
+    done = {f: f.stat().st_mtime_ns for f in runs.glob('*/run.nc')}
+    assert len(done) >= 10 and not list((out/'results').glob('*.json'))
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    for f, t in done.items(): assert f.stat().st_mtime_ns == t, f'{f.parent.name} was trained again'
+    assert len(list(runs.glob('*/run.nc'))) > len(done)
+    for i in ids:
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
+    n = len(read_json(out/'manifest.json')['runs'])
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
+
+
+def test_section5_prototypes_margins_through_the_runner(tmp_path):
+    """Section 5 part 2 (CLOP, margins) at smoke via the CLI: only its notebook runs, every asked ID gets a verdict,
+    reruns skip. Three IDs (a CLOP table, a margins figure, one not run below paper scale): `make nbtest` runs the
+    whole notebook at smoke already, this checks the runner's side in a third of the time."""
+    out, ids = tmp_path/'out', ['clop.table2', 'margins.fig3', 'margins.table4']
+    assert set(ids) <= set(notebook_ids('05b_prototypes_margins.ipynb'))
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r.returncode == 0, r.stderr
+    m = read_json(out/'manifest.json')
+    assert [j['notebook'] for j in m['runs']] == ['05b_prototypes_margins.ipynb']      # part 1 is not run
+    assert sorted(m['runs'][-1]['registered']) == sorted(ids)
+    for i in ids:
+        s = read_json(out/'results'/f'{i}.json')
+        assert s['verdict'] in VERDICTS and s['ours'] and 'digits' in s['ours'] + str(s['params'])
+        assert s['detect'] and ("the paper's" in s['detect'])         # what our runs detect, beside the paper's
+    assert read_json(out/'results'/'margins.table4.json')['verdict'] == 'inconclusive'   # not run below paper scale
+    t2 = read_json(out/'results'/'clop.table2.json')       # trained, every similarity on ℓ2-normalized z
+    assert t2['verdict'] in VERDICTS and 'ℓ2-normalized z' in t2['ours'], t2['ours']
+    runs = list((out/'training'/'05b_prototypes_margins'/'runs').iterdir())
+    cfgs = [read_json(d/'config.json') for d in runs if (d/'config.json').exists()]
+    sims = [c for c in cfgs if c.get('clop_weight', 0) > 0 and c['clop_similarity'] != 'cosine']
+    assert sims and all(c['clop_normalize'] is True for c in sims)   # as the authors' CLOPLoss.py
+    assert len(runs) >= 2 * 6 and all((d/'run.nc').exists() for d in runs)
+    before = {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs}
+    r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
+    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == 1
+    assert {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs} == before
