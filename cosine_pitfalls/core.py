@@ -19,10 +19,10 @@ from .utils import (atomic_path, atomic_write_text, check_choice, check_positive
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
 
 # %% auto #0
-__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'ALPHA', 'JOB_ENV', 'TRAINING_SECTIONS', 'parse_numbers', 'git_sha',
-           'paired_diff', 't_critical', 'paired_p', 'effect_sign', 'detectable', 'Part', 'judge_claim',
-           'detectable_effect', 'holm', 'combine_verdicts', 'judge_all', 'judge_seeds', 'SectionRun', 'load_result',
-           'live_frontend']
+__all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'VERDICT_TERMS', 'ALPHA', 'TESTS', 'PARTS', 'JOB_ENV', 'TRAINING_SECTIONS',
+           'parse_numbers', 'git_sha', 'paired_diff', 't_critical', 'paired_p', 'effect_sign', 'detectable', 'Part',
+           'Within', 'judge_claim', 'judge_bound', 'judge_within', 'detectable_effect', 'Check', 'Untested', 'holm',
+           'combine_verdicts', 'Judgement', 'judge_all', 'null_rates', 'SectionRun', 'load_result', 'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 # cpu-long: opt-in, the cpu profile with what its 20 minutes leave out where digits can test it (a section's
@@ -64,11 +64,17 @@ VERDICTS = ('agree', 'corrected', 'differ', 'inconclusive', 'rebuilt')
 VERDICT_RULE = {
     'agree': "the paper's statement, as printed, holds in our run",
     'corrected': 'the printed statement is wrong; the notebook derives a corrected form, and that holds',
-    'differ': 'our run contradicts the claim',
-    'inconclusive': 'the effect lies within noise (a paired t-test over seeds at 5 % per claim, Holm across '
-                    'its parts, not below one test image), or the scale we ran cannot test it '
-                    '(the ours line says which)',
+    'differ': 'our run contradicts the claim: a paired test over seeds rejects it at 5 % per claim (Holm across '
+              'its parts, not below one test image) where the part is testable, or a deterministic check fails',
+    'inconclusive': 'the effect lies within noise, or the scale we ran cannot test it (the ours line says which)',
     'rebuilt': 'recomputed from a closed form or an identity, so it cannot come out otherwise',
+}
+VERDICT_TERMS = {   # what the report's header says of the two qualifiers every judged part carries
+    'testable': "a part may say differ only where the paper gives its effect in the part's unit, what our test "
+                "detects at its Holm level is below that effect, and a baseline (raw pixels, a ceiling) leaves "
+                "room for it; otherwise it is inconclusive and says which failed",
+    'fragile': 'a verdict whose deciding part lies within a factor 5 of its level (p against its Holm level, '
+               'or a check against its bound): it could move with another machine or seed',
 }
 ALPHA = 0.05   # two-sided level of one claim (Holm across its parts)
 
@@ -77,6 +83,10 @@ def paired_diff(a: xr.DataArray,      # the metric of setting A, with a `dim` di
                 dim: str = 'seed',    # the dimension over which the pairs are formed
                ) -> tuple[xr.DataArray, xr.DataArray]:  # mean of a − b, its standard error (NaN if n < 2)
     "Mean of the paired differences `a − b` over `dim` and its standard error (sample std / √n)."
+    if (a.dims == b.dims == (dim,) and a.shape == b.shape    # one comparison, the pairs aligned: numpy alone
+            and (dim not in a.coords or np.array_equal(a[dim].values, b[dim].values))):
+        x, n = a.values.astype(float) - b.values.astype(float), a.shape[0]
+        return xr.DataArray(x.mean()), xr.DataArray(x.std(ddof=1) / math.sqrt(n) if n > 1 else np.nan)
     d = a - b
     if dim not in d.dims:
         raise ValueError(f"dim {dim!r} is not a dimension of the paired metrics; they have {d.dims}")
@@ -90,8 +100,8 @@ def t_critical(n: int,               # seeds (the test has n − 1 degrees of fr
                alpha: float = ALPHA, # two-sided level
               ) -> float:            # the |t| beyond which the test rejects (inf for n < 2)
     "Two-sided critical value of Student's t on n − 1 degrees of freedom."
-    from scipy.stats import t as student
-    return float(student.ppf(1 - alpha / 2, n - 1)) if n >= 2 else math.inf
+    from scipy.special import stdtrit      # Student's t quantile (scipy.stats' t.ppf, without its overhead)
+    return float(stdtrit(n - 1, 1 - alpha / 2)) if n >= 2 else math.inf
 
 def _floored(diff, se, n, resolution):
     "diff, the s.e. floored at resolution/√n, and whether |diff| reaches one resolution step."
@@ -105,12 +115,12 @@ def paired_p(diff, se,               # paired mean difference and its standard e
              resolution: float = 0.0,  # the metric's smallest step (1/n_test for an accuracy; 0: continuous)
             ):                       # two-sided p-value; 1 where nothing can count
     "p-value of the paired t-test (n − 1 df), s.e. floored at resolution/√n; 1 below one resolution step."
-    from scipy.stats import t as student
+    from scipy.special import stdtr        # Student's t distribution function
     diff, se, big = _floored(diff, se, n, resolution)
     if n < 2: return np.ones_like(diff)[()] if diff.ndim else 1.0
     with np.errstate(divide='ignore', invalid='ignore'):
         t = np.where(se > 0, np.abs(diff) / se, np.where(diff != 0, np.inf, 0.0))
-    p = np.where(big & np.isfinite(se), 2 * student.sf(t, n - 1), 1.0)
+    p = np.where(big & np.isfinite(se), 2 * stdtr(n - 1, -t), 1.0)
     return float(p) if p.ndim == 0 else p
 
 def effect_sign(diff, se, n: int,    # paired mean difference, its s.e., seeds
@@ -127,30 +137,98 @@ def detectable(se, n: int, resolution: float = 0.0, alpha: float = ALPHA) -> flo
     return float(max(t_critical(n, alpha) * float(se), resolution)) if n >= 2 else math.inf
 
 # %% ../nbs/00_core.ipynb #50e312da
+def _sf(t, n):
+    "One-sided upper tail of Student's t on n − 1 degrees of freedom."
+    from scipy.special import stdtr
+    return stdtr(n - 1, -t)
+
+def _why_untestable(det: float, paper, headroom, digits: int) -> str:
+    "'' where a part can say `differ`; else which of the three conditions failed."
+    if paper is None: return "the paper gives no effect in this part's unit"
+    why = []
+    if not det < paper: why.append(f"detects ≥ {det:.{digits}f}, not below the paper's {paper:.{digits}f}")
+    if headroom is not None and not headroom > paper:
+        why.append(f"headroom {headroom:.{digits}f} ≤ the paper's {paper:.{digits}f}")
+    return '; '.join(why)
+
+def _magnitude(name: str, x, strict: bool = False):
+    "None, or a finite non-negative float (the paper's effect, a headroom)."
+    if x is None: return None
+    x = abs(float(x)) if name == 'paper' else float(x)
+    if not math.isfinite(x) or x < 0: raise ValueError(f"{name} must be a finite non-negative number or None; got {x!r}")
+    return x
+
 class Part(tuple):
-    "One judged comparison: a (verdict, text) pair that also carries its test, for Holm across a claim."
+    """A claimed direction over seeds: a (verdict, text) pair carrying its paired t-test, for Holm across a claim.
+    `differ` only where testable: the paper's effect given (`paper`), detectable below it, headroom above it."""
     def __new__(cls, label: str, diff: float, se: float, n: int, expected: int, digits: int = 3,
-                resolution: float = 0.0, level: float = ALPHA):
+                resolution: float = 0.0, level: float = ALPHA, paper: float | None = None,
+                headroom: float | None = None):
         check_choice('expected', expected, (1, -1))
+        paper, headroom = _magnitude('paper', paper), _magnitude('headroom', headroom)
         p = float(paired_p(diff, se, n, resolution))
-        s = int(np.sign(diff)) if p <= level else 0
-        v = 'inconclusive' if s == 0 else 'agree' if s == expected else 'differ'
         det = detectable(se, n, resolution, level)
+        why = _why_untestable(det, paper, headroom, digits)
+        s = int(np.sign(diff)) if p <= level else 0
+        v = 'inconclusive' if s == 0 or (s != expected and why) else 'agree' if s == expected else 'differ'
+        ctx = ''.join([f'; paper {paper:.{digits}f}' if paper is not None else '',
+                       f'; headroom {headroom:.{digits}f}' if headroom is not None else ''])
         if n < 2: body = f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
-        else:
-            held = f'p = {p:.2g}' + ('' if level == ALPHA else f' vs Holm {level:.2g}')
-            body = (f'{diff:+.{digits}f} ± {se:.{digits}f} ({held}: {"within" if s == 0 else "beyond"} noise; '
-                    f'detects ≥ {det:.{digits}f})')
-        self = super().__new__(cls, (v, f'{label} {body} → {v}'))
+        else: body = (f'{diff:+.{digits}f} ± {se:.{digits}f} (p = {p:.2g} vs {level:.2g}: '
+                      f'{"within" if s == 0 else "beyond"} noise; detects ≥ {det:.{digits}f}{ctx})')
+        tail = f' → {v}' + (f' (the other way, but not testable: {why})' if s and s != expected and why else '')
+        self = super().__new__(cls, (v, f'{label} {body}{tail}'))
         self.effect = body                      # the effect alone, for tables: '+0.021 ± 0.004 (p = …)'
         self.label, self.diff, self.se, self.n, self.expected, self.digits = label, diff, se, n, expected, digits
         self.resolution, self.p, self.level, self.detectable = resolution, p, level, det
+        self.paper, self.headroom, self.why = paper, headroom, why   # why: '' where testable
+        # the reason this part is inconclusive by scale (not by noise): a blocked differ, or the paper's effect
+        # out of reach; '' otherwise
+        self.untestable = why if v == 'inconclusive' and why and (s or paper is not None) else ''
         return self
 
     def at(self, level: float) -> 'Part':
         "The same comparison judged at another level (Holm's step for its rank)."
-        return Part(self.label, self.diff, self.se, self.n, self.expected, self.digits, self.resolution, level)
+        return Part(self.label, self.diff, self.se, self.n, self.expected, self.digits, self.resolution, level,
+                    self.paper, self.headroom)
 
+class Within(tuple):
+    """A claim of no effect: the paired mean lies within ±`margin` (side 'both') or below `margin` ('upper'),
+    by two one-sided t-tests (TOST); `differ` where it lies beyond the margin and the test resolves the margin."""
+    def __new__(cls, label: str, diff: float, se: float, n: int, margin: float, side: str = 'both',
+                digits: int = 3, resolution: float = 0.0, level: float = ALPHA):
+        check_choice('side', side, ('both', 'upper')); check_positive('margin', margin)
+        se_f = max(float(se), resolution / math.sqrt(n)) if n >= 2 and math.isfinite(se) else math.nan
+        if n < 2 or not math.isfinite(se_f): p_in = p_out = 1.0
+        else:
+            t = lambda x: x / se_f if se_f > 0 else math.copysign(math.inf, x) if x else 0.0
+            if side == 'both':
+                p_in = float(max(_sf(t(diff + margin), n), _sf(t(margin - diff), n)))
+                p_out = float(_sf(t(abs(diff) - margin), n))
+            else: p_in, p_out = float(_sf(t(margin - diff), n)), float(_sf(t(diff - margin), n))
+        det = t_critical(n, 2 * level) * se_f if n >= 2 and math.isfinite(se_f) else math.inf
+        why = '' if det < margin else f'resolves ±{det:.{digits}f}, not within the margin {margin:g}'
+        v = 'agree' if p_in <= level else 'differ' if p_out <= level and not why else 'inconclusive'
+        bound = f'±{margin:g}' if side == 'both' else f'≤ {margin:g}'
+        if n < 2: body = f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
+        else: body = (f'{diff:+.{digits}f} ± {se_f:.{digits}f} (within {bound}: p = {min(p_in, p_out):.2g} vs '
+                      f'{level:.2g}, {"equivalence" if p_in <= p_out else "beyond the margin"}; '
+                      f'resolves ±{det:.{digits}f})')
+        tail = f' → {v}' + (f' (beyond the margin, but not testable: {why})' if p_out <= level and why else '')
+        self = super().__new__(cls, (v, f'{label} {body}{tail}'))
+        self.effect, self.label, self.diff, self.se, self.n, self.digits = body, label, diff, se_f, n, digits
+        self.margin, self.side, self.resolution, self.level, self.why = margin, side, resolution, level, why
+        self.p_in, self.p_out, self.p, self.detectable = p_in, p_out, min(p_in, p_out), det
+        self.paper, self.headroom = None, None
+        self.untestable = why if v == 'inconclusive' else ''
+        return self
+
+    def at(self, level: float) -> 'Within':
+        "The same test at another level (Holm's step for its rank)."
+        return Within(self.label, self.diff, self.se, self.n, self.margin, self.side, self.digits,
+                      self.resolution, level)
+
+# %% ../nbs/00_core.ipynb #b903a0be
 def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
                 b: xr.DataArray,       # the metric it is compared with, paired with `a` along `dim`
                 expected: int = 1,     # +1: the claim is a > b; −1: a < b
@@ -158,17 +236,84 @@ def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" 
                 digits: int = 3,       # decimals shown
                 dim: str = 'seed',     # the paired dimension
                 resolution: float = 0.0,  # the metric's step: 1/n_test for an accuracy, 0 for a continuous one
-               ) -> Part:  # (verdict, 'cut − default +0.021 ± 0.004 (p = 0.03: beyond noise; detects ≥ …) → agree')
+                paper: float | None = None,     # the paper's effect, |a − b| in this unit (None: it gives none)
+                headroom: float | None = None,  # how far the metric can move the claimed way (e.g. 1 − baseline)
+               ) -> Part:  # (verdict, 'cut − default +0.021 ± 0.004 (p = 0.03 vs 0.05: beyond noise; …) → agree')
     "Judge one claimed direction on paired differences over `dim` by the paired t-test: a `Part`."
     d, se = paired_diff(a, b, dim)
-    return Part(label, float(d), float(se), int((a - b).sizes[dim]), expected, digits, resolution)
+    return Part(label, float(d), float(se), int(a.sizes[dim]) if dim in a.dims else int((a - b).sizes[dim]), expected, digits, resolution,
+                paper=paper, headroom=headroom)
+
+def judge_bound(x: xr.DataArray,       # the metric, with a `dim` dimension (seeds)
+                bound: float,          # the value the claim compares it with (a chance band, a share)
+                expected: int = -1,    # −1: the claim is x < bound; +1: x > bound
+                label: str = 'x − bound',
+                digits: int = 3, dim: str = 'seed', resolution: float = 0.0,
+                paper: float | None = None, headroom: float | None = None,
+               ) -> Part:
+    "Judge 'x lies below (above) a bound' by the one-sample t-test of x − bound over `dim`: a `Part`."
+    if dim not in x.dims: raise ValueError(f"dim {dim!r} is not a dimension of x; it has {x.dims}")
+    n = x.sizes[dim]
+    se = float(x.std(dim, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+    return Part(label, float(x.mean(dim)) - float(bound), se, n, expected, digits, resolution,
+                paper=paper, headroom=headroom)
+
+def judge_within(a: xr.DataArray,      # metric of setting A, with a `dim` dimension (seeds)
+                 b: xr.DataArray,      # metric of setting B, paired with `a`
+                 margin: float,        # the size below which a difference counts as negligible (say whose)
+                 label: str = 'a − b', # how the comparison is named
+                 side: str = 'both',   # 'both': |a − b| < margin; 'upper': a − b < margin
+                 digits: int = 3, dim: str = 'seed',
+                 resolution: float = 0.0,  # the metric's step (1/n_test for an accuracy): the s.e.'s floor
+                ) -> Within:
+    "Judge 'a and b differ by less than margin' (or 'a gains less than margin') by TOST on the paired differences."
+    d, se = paired_diff(a, b, dim)
+    return Within(label, float(d), float(se), int(a.sizes[dim]) if dim in a.dims else int((a - b).sizes[dim]), margin, side, digits, resolution)
 
 def detectable_effect(a: xr.DataArray, b: xr.DataArray,  # paired metrics, as for judge_claim
                       dim: str = 'seed', resolution: float = 0.0, alpha: float = ALPHA,
                      ) -> float:  # the smallest |mean difference| the test would call at the observed spread
     "What one comparison of our setting can detect: t critical × the floored s.e. of the paired differences."
     _, se = paired_diff(a, b, dim)
-    return detectable(float(se), int((a - b).sizes[dim]), resolution, alpha)
+    return detectable(float(se), int(a.sizes[dim]) if dim in a.dims else int((a - b).sizes[dim]), resolution, alpha)
+
+# %% ../nbs/00_core.ipynb #260c41cb
+class Check(tuple):
+    """A deterministic check (a closed form against autograd, a bound, a simulation without seed noise): `holds`
+    where `value` ≤ `bound` (side '<=') or ≥ it ('>='), else `fails`; its margin is value against bound."""
+    def __new__(cls, label: str, value: float, bound: float, side: str = '<=', holds: str = 'agree',
+                fails: str = 'differ', fmt: str = '.2g'):
+        check_choice('side', side, ('<=', '>=')); check_choice('holds', holds, ('agree', 'rebuilt', 'corrected'))
+        check_choice('fails', fails, ('differ', 'corrected', 'inconclusive'))
+        value, bound = float(value), float(bound)
+        ok = value <= bound if side == '<=' else value >= bound
+        v = holds if ok else fails
+        return cls._make(v, f'{label} {value:{fmt}} ({side} {bound:{fmt}}) → {v}', label, value, bound, side, ok,
+                         # near: it holds, but within a factor 5 of its bound
+                         ok and bound > 0 and (value > bound / 5 if side == '<=' else value < 5 * bound))
+
+    @classmethod
+    def _make(cls, v, text, label, value, bound, side, ok, near):
+        self = tuple.__new__(cls, (v, text))
+        self.label, self.value, self.bound, self.side = label, value, bound, side
+        self.ok, self.near = bool(ok), bool(near)
+        return self
+
+    @classmethod
+    def flag(cls, label: str, ok: bool, holds: str = 'agree', fails: str = 'differ') -> 'Check':
+        "A yes/no check (a curve is monotone, a sign is right): it has no margin, so it is never near its bound."
+        check_choice('holds', holds, ('agree', 'rebuilt', 'corrected'))
+        check_choice('fails', fails, ('differ', 'corrected', 'inconclusive'))
+        v = holds if ok else fails
+        return cls._make(v, f"{label}: {'yes' if ok else 'no'} → {v}", label, float(bool(ok)), 1.0, '>=', ok, False)
+
+class Untested(tuple):
+    "A part our scale cannot test: ('inconclusive', text), with the reason (`why`)."
+    def __new__(cls, text: str, why: str):
+        self = super().__new__(cls, ('inconclusive', text if text.endswith('inconclusive') else
+                                     f'{text} → inconclusive'))
+        self.why = self.untestable = str(why)
+        return self
 
 # %% ../nbs/00_core.ipynb #12a9c176
 def holm(ps: Iterable[float],        # the p-values of one claim's parts
@@ -191,22 +336,83 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
         if v in vs: return v
     return 'rebuilt'
 
-def judge_all(parts: Iterable[tuple[str, str]],  # (verdict, text) of each part; `Part`s are tested together
-             ) -> tuple[str, str]:               # the weakest verdict, and the texts joined
-    "One claim's verdict and line from its parts: Holm across the parts that carry a test, then the weakest."
+TESTS = (Part, Within)          # the parts that carry a test over seeds (Holm across a claim)
+PARTS = (Part, Within, Check, Untested)
+
+def _fragile(v: str, parts: list) -> str:
+    "Why verdict `v` of these (Holm-adjusted) parts is fragile, or ''."
+    tested = lambda p: isinstance(p, TESTS) and p.n >= 2
+    if v in ('agree', 'differ'):
+        deciding = [p for p in parts if p[0] == v]
+        near_t = [p for p in deciding if tested(p) and p.p > p.level / 5]
+        near_c = [p for p in deciding if isinstance(p, Check) and p.near]
+        if v == 'differ':      # a differ stands on its strongest differing part
+            strong = [p for p in deciding if (tested(p) and p.p <= p.level / 5) or (isinstance(p, Check) and not p.near)]
+            if strong: return ''
+            near = near_t + near_c
+        else: near = near_t + near_c
+        return '; '.join(f'{p.label}: p = {p.p:.2g} vs {p.level:.2g}' if tested(p) else
+                         f'{p.label}: {p.value:.2g} vs bound {p.bound:.2g}' for p in near)
+    if v in ('corrected', 'rebuilt'):
+        return '; '.join(f'{p.label}: {p.value:.2g} vs bound {p.bound:.2g}' for p in parts
+                         if isinstance(p, Check) and p.near and p[0] == v)
+    def could_flip(p):   # a test within 5× of its level whose call would change the verdict
+        if not tested(p): return False
+        towards_claim = (np.sign(p.diff) == p.expected) if isinstance(p, Part) else p.p_in <= p.p_out
+        return p.p <= 5 * p.level and (towards_claim or not p.why)
+    undecided = [p for p in parts if p[0] == 'inconclusive']          # v == 'inconclusive'
+    if undecided and all(could_flip(p) for p in undecided):
+        return '; '.join(f'{p.label}: p = {p.p:.2g} vs {p.level:.2g}' for p in undecided)
+    return ''
+
+class Judgement(tuple):
+    "One claim's verdict, from `judge_all` only: (verdict, text), its parts, whether it is fragile, and why."
+    def __new__(cls, verdict: str, text: str, parts: list, fragile_why: str, untestable: str):
+        self = super().__new__(cls, (verdict, text))
+        self.verdict, self.text, self.parts = verdict, text, parts
+        self.fragile_why, self.fragile, self.untestable = fragile_why, bool(fragile_why), untestable
+        return self
+
+    def detect(self, paper: str = '', unit: str = '') -> str:
+        "What the claim's tests detect at their levels, beside `paper` (the paper's effect, as text)."
+        ps = [p for p in self.parts if isinstance(p, TESTS) and p.n >= 2]
+        if not ps: return 'nothing tested at this scale' + (f'; paper: {paper}' if paper else '')
+        lo, hi = min(p.detectable for p in ps), max(p.detectable for p in ps)
+        return (f"{len(ps)} test(s) on {ps[0].n} seeds, each detects |Δ| ≥ {lo:.3g}" + (f"–{hi:.3g}" if hi > lo else '')
+                + f"{unit} at its Holm level" + (f"; paper: {paper}" if paper else ''))
+
+    @property
+    def label(self) -> str:
+        "The verdict as the report shows it: 'agree', or 'agree (fragile)'."
+        return self.verdict + (' (fragile)' if self.fragile else '')
+
+def judge_all(parts: Iterable,  # the parts of one claim: Part, Within, Check, Untested
+             ) -> Judgement:    # the weakest verdict, the texts joined, fragility
+    "The gate: one claim's verdict from its parts — Holm across the tested parts, then the weakest verdict."
     parts = list(parts)
-    tested = [k for k, p in enumerate(parts) if isinstance(p, Part)]
+    if not parts: raise ValueError('parts must hold at least one part (an Untested where nothing is tested)')
+    bad = [type(p).__name__ for p in parts if not isinstance(p, PARTS)]
+    if bad: raise TypeError(f"parts must be Part, Within, Check or Untested (made by core's judge functions); "
+                            f"got {', '.join(bad)}")
+    tested = [k for k, p in enumerate(parts) if isinstance(p, TESTS)]
     if len(tested) > 1:
         levels = holm([parts[k].p for k in tested])
         for k, lv in zip(tested, levels): parts[k] = parts[k].at(lv)
-    return combine_verdicts(v for v, _ in parts), '; '.join(t for _, t in parts)
+    v = combine_verdicts(p[0] for p in parts)
+    why = '; '.join(dict.fromkeys(p.untestable for p in parts if getattr(p, 'untestable', '')))
+    return Judgement(v, '; '.join(p[1] for p in parts), parts, _fragile(v, parts), why)
 
-def judge_seeds(hits,  # per seed: True where the seed shows what the claim says
-               ) -> str:
-    "A claim decided seed by seed: agree if every seed shows it, differ if none does, else inconclusive."
-    hits = np.asarray(hits, dtype=bool).ravel()
-    if hits.size == 0: raise ValueError('hits must hold at least one seed')
-    return 'agree' if hits.all() else 'differ' if not hits.any() else 'inconclusive'
+def null_rates(judge,             # rng -> Judgement: one claim judged on simulated results without an effect
+               draws: int = 1000,  # simulated claims
+               seed: int = 0,
+              ) -> dict:          # share of draws per verdict, and of fragile ones
+    "How often a judging function gives each verdict on results simulated with no true effect."
+    rng = np.random.default_rng(seed); counts = dict.fromkeys(VERDICTS, 0); fragile = 0
+    for _ in range(draws):
+        j = judge(rng)
+        if not isinstance(j, Judgement): raise TypeError(f"judge must return a Judgement; got {type(j).__name__}")
+        counts[j.verdict] += 1; fragile += j.fragile
+    return {**{k: c / draws for k, c in counts.items()}, 'fragile': fragile / draws}
 
 # %% ../nbs/00_core.ipynb #86561089
 # the runner puts its job hash (notebook, parameters, code) here for the kernel
@@ -264,7 +470,7 @@ class SectionRun:
              ds: xr.Dataset,                # the data behind the result
              *, table: pd.DataFrame,        # the table the report shows
              ours: str,                     # one line: our number / what our run shows
-             verdict: str,                  # one of VERDICTS, by the rule above
+             verdict: 'Judgement',          # from `judge_all`, the one gate (a plain string is refused)
              fig=None,                      # matplotlib figure (required for figure IDs)
              detect: str = '',              # training IDs: the smallest effect our setting detects, or the
                                             # scale the claim needs, beside the paper's effect (one line)
@@ -272,7 +478,10 @@ class SectionRun:
             ) -> dict:                      # the summary written to results/<ID>.json
         "Register result `id`: check it, stamp provenance into `ds.attrs`, write its files under `out_dir`."
         self._mine(id)
-        check_choice('verdict', verdict, VERDICTS)
+        if not isinstance(verdict, Judgement):
+            raise TypeError(f"verdict must be a Judgement made by core.judge_all (the one gate); got {verdict!r}")
+        judged, verdict = verdict, verdict.verdict
+        untestable = untestable or (judged.untestable if verdict == 'inconclusive' else '')
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"ds must be an xarray.Dataset; got {type(ds).__name__}")
         if not isinstance(table, pd.DataFrame):
@@ -288,7 +497,8 @@ class SectionRun:
         files = ([f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md']
                  + ([f'figures/{id}.png'] if fig is not None else []))
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),
-                       verdict=verdict, detect=' '.join(str(detect).split()),
+                       verdict=verdict, fragile=judged.fragile, fragile_why=judged.fragile_why,
+                       detect=' '.join(str(detect).split()),
                        untestable=' '.join(str(untestable).split()), paper=PAPER[id].paper, params=self.params,
                        params_hash=params_hash(self.params), job_hash=os.environ.get(JOB_ENV), files=files,
                        git_sha=git_sha(), version=_version(),
@@ -297,6 +507,7 @@ class SectionRun:
         ds.attrs.update(_nc_attrs(dict(id=id, paper=PAPER[id].source, paper_statement=PAPER[id].paper,
                                        profile=self.profile, parameters=self.params,
                                        git_sha=summary['git_sha'], ours=summary['ours'], verdict=verdict,
+                                       fragile=judged.fragile,
                                        package_version=summary['version'])))
         for v in ds.variables.values(): v.attrs = _nc_attrs(v.attrs)
         if self.out is not None:

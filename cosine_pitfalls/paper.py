@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # %% auto #0
-__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'PAPER', 'Notebook', 'Section', 'PaperResult', 'section_ids', 'notebook_of',
-           'notebook_ids', 'check_ids']
+__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'PAPER', 'EFFECTS', 'Notebook', 'Section', 'PaperResult', 'section_ids',
+           'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of']
 
 # %% ../nbs/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
@@ -269,3 +269,66 @@ def check_ids(ids,  # iterable of result IDs to check
         raise ValueError(f"unknown result ID(s) {', '.join(map(repr, bad))}; "
                          f"run `cosine-pitfalls list` for the {len(PAPER)} known IDs")
     return ids
+
+# %% ../nbs/00_paper.ipynb #48e15056
+@dataclass(frozen=True)
+class PaperEffect:
+    "An effect a paper reports, in the unit one part of our claim compares: what the gate tests a `differ` against."
+    id: str                # the result ID, e.g. 'directclr.table1'
+    part: str              # the compared pair, as the part names it, e.g. 'directclr − none'
+    value: float | None    # its size as the paper's numbers give it (a magnitude); None: a figure, no number
+    unit: str              # the unit of `value`, e.g. 'top-1 (fraction)', 'share of pairs'
+    source: str            # where, quoted as printed, e.g. 'Table 1: DirectCLR 62.7, no projector 51.5'
+
+EFFECTS: dict[tuple[str, str], PaperEffect] = {}
+
+def _effects(*effects: PaperEffect):
+    "Add a section's effects to the registry (each ID must be the paper map's, each (ID, part) new)."
+    for e in effects:
+        if e.id not in PAPER: raise ValueError(f"unknown result ID {e.id!r} in an effect")
+        if (e.id, e.part) in EFFECTS: raise ValueError(f"effect {e.id} / {e.part!r} is registered twice")
+        if e.value is not None and not (isinstance(e.value, (int, float)) and e.value >= 0):
+            raise ValueError(f"effect {e.id} / {e.part!r}: value must be a non-negative number or None")
+        EFFECTS[e.id, e.part] = e
+
+def paper_effect(id: str,    # result ID
+                 part: str,  # the compared pair, as registered
+                ) -> float | None:  # the paper's effect (None: it gives no number)
+    "The paper's effect for one part of a claim, from the registry; a KeyError naming the registered parts otherwise."
+    if (id, part) not in EFFECTS:
+        raise KeyError(f"no paper effect {part!r} for {id}; registered: {[p for i, p in EFFECTS if i == id]}")
+    return EFFECTS[id, part].value
+
+def effects_of(id: str) -> list[PaperEffect]:
+    "Every registered effect of one result ID, in the order registered."
+    return [e for (i, _), e in EFFECTS.items() if i == check_ids([id])[0]]
+
+# %% ../nbs/00_paper.ipynb #2aa7fb65
+# effects: section 1 (filled by its notebook's owner; one _effects call)
+_effects(
+)
+
+# %% ../nbs/00_paper.ipynb #761e1d76
+# effects: section 2 (filled by its notebook's owner; one _effects call)
+_effects(
+)
+
+# %% ../nbs/00_paper.ipynb #5d95cbbe
+# effects: section 3 (filled by its notebook's owner; one _effects call)
+_effects(
+)
+
+# %% ../nbs/00_paper.ipynb #a8a32ec0
+# effects: section 4 (filled by its notebook's owner; one _effects call)
+_effects(
+)
+
+# %% ../nbs/00_paper.ipynb #889ae1bb
+# effects: section 5a (filled by its notebook's owner; one _effects call)
+_effects(
+)
+
+# %% ../nbs/00_paper.ipynb #17805606
+# effects: section 5b (filled by its notebook's owner; one _effects call)
+_effects(
+)
