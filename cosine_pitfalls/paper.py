@@ -320,7 +320,47 @@ _effects(
 
 # %% ../nbs/00_paper.ipynb #a8a32ec0
 # effects: section 4 (filled by its notebook's owner; one _effects call)
+# linear-probe top-1 as a fraction (the paper's points / 100); the fig parts are figures without a number
+_TOP1 = 'linear-probe top-1 (fraction)'
 _effects(
+    PaperEffect('directclr.table1', 'mlp2 − directclr', 0.038, _TOP1,
+                'Table 1: SimCLR 2-layer nonlinear projector 66.5, DirectCLR no projector 62.7'),
+    PaperEffect('directclr.table1', 'directclr − linear', 0.016, _TOP1,
+                'Table 1: DirectCLR no projector 62.7, SimCLR 1-layer linear projector 61.1'),
+    PaperEffect('directclr.table1', 'linear − none', 0.096, _TOP1,
+                'Table 1: SimCLR 1-layer linear projector 61.1, SimCLR no projector 51.5'),
+    PaperEffect('directclr.table1', 'directclr − none', 0.112, _TOP1,
+                'Table 1: DirectCLR no projector 62.7, SimCLR no projector 51.5'),
+    PaperEffect('directclr.table2', 'linear − none', 0.096, _TOP1,
+                'Table 2: trainable projector 61.1, no projector 51.5'),
+    PaperEffect('directclr.table2', 'diagonal − none', 0.087, _TOP1,
+                'App. F: trainable diagonal projector "achieves 60.2%"; Table 2: no projector 51.5'),
+    PaperEffect('directclr.table2', 'lowrank − none', 0.108, _TOP1,
+                'App. F: fixed low-rank projector "achieves 62.3%"; Table 2: no projector 51.5'),
+    PaperEffect('directclr.table2', 'directclr − none', 0.112, _TOP1,
+                'Table 2: fixed low-rank diagonal projector 62.7, no projector 51.5'),
+    PaperEffect('directclr.table2', 'lowrank − linear', 0.012, _TOP1,
+                'App. F: fixed low-rank projector "achieves 62.3%"; Table 2: trainable projector 61.1'),
+    PaperEffect('directclr.table2', 'directclr − diagonal', 0.025, _TOP1,
+                'Table 2: fixed low-rank diagonal projector 62.7; App. F: trainable diagonal "achieves 60.2%"'),
+    PaperEffect('directclr.subvector', 'whole r − r[:d₀]', 0.148, _TOP1,
+                'Table 1: DirectCLR 62.7 (probe on r); App. F: probe "only on the sub-vector z" 47.9%'),
+    PaperEffect('directclr.subvector', 'fixed − random subset', 0.197, _TOP1,
+                'Table 1: DirectCLR 62.7; App. F: random d0 features every iteration "reaches only 43.0%"'),
+    PaperEffect('directclr.fig9', 'none collapses', None, 'collapsed dimensions of r',
+                'Fig. 9 (c), Fig. 7b: spectra without numbers ("Without a projector, SimCLR suffers from '
+                'dimensional collapse in the representation space")'),
+    PaperEffect('directclr.fig9', 'none − mlp2', None, 'collapsed dimensions of r',
+                'Fig. 9 (a) vs (c), Fig. 7b: spectra without numbers'),
+    PaperEffect('directclr.fig9', 'none − directclr', None, 'collapsed dimensions of r',
+                'Fig. 9: spectra without numbers ("DirectCLR is able to prevent dimensional collapse")'),
+    PaperEffect('directclr.fig2', 'embedding collapses', None, 'collapsed dimensions of the embedding',
+                'Fig. 2: a 128-d spectrum without numbers ("A number of singular values drop to zero")'),
+    PaperEffect('directclr.fig12', 'd₀ − smallest d₀', None, _TOP1,
+                'Fig. 12: a figure without printed numbers; App. E: "when d0 → 0 … the performance drops"'),
+    PaperEffect('directclr.fig12', 'd₀ − d', 0.112, _TOP1,
+                'Table 1: DirectCLR 62.7, SimCLR no projector 51.5; App. E: "When d0 → 2048, the model '
+                'converges to standard SimCLR without a projector"'),
 )
 
 # %% ../nbs/00_paper.ipynb #889ae1bb
