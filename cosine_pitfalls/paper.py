@@ -402,5 +402,105 @@ _effects(
 
 # %% ../nbs/00_paper.ipynb #17805606
 # effects: section 5b (filled by its notebook's owner; one _effects call)
+# margins Tables 1-3 as printed (three decimals; the paper's columns CIFAR10, CIFAR100, STL10, TinyImageNet)
+_M_COLS = ('C-10', 'C-100', 'STL', 'TIN')
+_M_T1 = {'MoCo v3': {'α 0': (89.413, 60.956, 87.629, 42.133), 'I α 0.25': (89.376, 60.857, 87.292, 42.420),
+                     'II α 0.25': (89.713, 61.217, 87.455, 42.460), 'I α 1': (89.743, 60.997, 87.329, 42.797),
+                     'II α 1': (89.633, 61.263, 87.442, 42.510)},
+         'SimCLR': {'α 0': (89.653, 62.655, 87.188, 44.184), 'I α 0.25': (89.867, 62.407, 87.200, 44.206),
+                    'II α 0.25': (89.557, 62.763, 87.042, 44.197), 'I α 1': (89.735, 62.840, 87.300, 44.260),
+                    'II α 1': (89.767, 62.800, 87.317, 44.260)}}
+_M_T2 = {'MoCo v3': {'base': (89.413, 60.956, 87.629, 42.133), 'margins': (89.840, 61.796, 87.688, 42.860),
+                     'pos': (90.663, 65.413, 90.357, 48.273), 'pos&curv': (90.865, 66.095, 90.361, 48.503),
+                     'ratio': (90.100, 61.767, 88.000, 43.283)},
+         'SimCLR': {'base': (89.653, 62.655, 87.188, 44.184), 'margins': (90.447, 63.507, 87.430, 44.593),
+                    'pos': (89.695, 62.917, 87.284, 44.348), 'pos&curv': (90.190, 63.503, 87.346, 44.376),
+                    'ratio': (89.920, 63.437, 87.658, 45.010)},
+         'BYOL': {'base': (90.283, 61.006, 87.546, 41.846), 'curv': (90.485, 61.170, 88.051, 43.332)}}
+_M_T3_PAIRS = ('C-100 → C-10', 'C-10 → C-100', 'TIN → STL', 'STL → TIN')
+_M_T3 = {'MoCo v3': {'base': (75.417, 43.590, 72.013, 31.140), 'pos': (78.847, 55.113, 78.100, 41.825),
+                     'ratio': (76.027, 44.113, 72.567, 32.070)},
+         'SimCLR': {'base': (77.300, 48.845, 75.533, 35.108), 'ratio': (77.440, 49.903, 75.983, 35.237)}}
+_PRINTED = {'base': '', 'margins': ' + margins', 'pos': ' + pos.', 'pos&curv': ' + pos. & curv.',
+            'ratio': ' + ratio.', 'curv': ' + curv.'}      # the rows' names as the tables print them
+_TABLE_COL = dict(zip(_M_COLS, ('CIFAR10', 'CIFAR100', 'STL10', 'TinyImageNet')))
+_T3_COL = dict(zip(_M_T3_PAIRS, ('CIFAR100 → CIFAR10', 'CIFAR10 → CIFAR100', 'TinyImageNet → STL10',
+                                 'STL10 → TinyImageNet')))
+
+def _gap(table: dict, m: str, a: str, b: str, k: int, what: str, col: str) -> tuple:
+    "One margins Table 2/3 effect, (value, unit, source): row a − row b of method m in column k, both numbers quoted."
+    name = {'MoCo v3': 'MoCo'}.get(m, m)
+    x, y = table[m][a][k], table[m][b][k]
+    la = f"{name}{_PRINTED[a]}" if a != 'base' else name
+    lb = f"{name}{_PRINTED[b]}" if b != 'base' else name
+    return round(abs(x - y), 3), 'top-1 (points)', f'{what}, {col}: {lb} {y:.3f}, {la} {x:.3f}'
+
+def _t1_largest(m: str, k: int) -> PaperEffect:
+    "margins Table 1: the largest |α > 0 − α 0| of one method in column k."
+    r = _M_T1[m]; base = r['α 0'][k]
+    gaps = {v: r[v][k] - base for v in r if v != 'α 0'}
+    top = max(gaps, key=lambda v: abs(gaps[v]))
+    col = _TABLE_COL[_M_COLS[k]]
+    return PaperEffect('margins.table1', f'{_M_COLS[k]}: {m} type I/II α − α 0 (largest)', round(abs(gaps[top]), 3),
+                       'top-1 (points)', f"Table 1, {col}: {({'MoCo v3': 'MoCo'}).get(m, m)} α 0 {base:.3f}, "
+                       f"type {top} {r[top][k]:.3f} (the largest of its four gaps)")
+
+_T2_PARTS = [('MoCo v3', 'pos', 'base'), ('MoCo v3', 'pos&curv', 'base'), ('MoCo v3', 'margins', 'base'),
+             ('MoCo v3', 'ratio', 'base'), ('MoCo v3', 'pos', 'margins'), ('MoCo v3', 'pos', 'ratio'),
+             ('SimCLR', 'margins', 'base'), ('SimCLR', 'ratio', 'base'), ('BYOL', 'curv', 'base')]
+_part = lambda m, a, b: f"{m} + {a} − {m}" if b == 'base' else f"{m} + {a} − + {b}"
+
 _effects(
+    # CLOP (paper 002): Figs. 6-7 are figures only; Tables 1-3 print top-1 as fractions
+    PaperEffect('clop.fig6', 'CLOP drop − baseline drop', None, 'top-1 (fraction)',
+                'Fig. 6 (figure only): "with the addition of CLOP, we observe significantly less performance '
+                'degradation at smaller batch sizes"'),
+    PaperEffect('clop.fig7', 'baseline at the largest lr − chance band', None, 'top-1 (fraction)',
+                'Fig. 7 (figure only): "excessively large learning rates can lead to complete collapse, as clearly '
+                'observed in the baseline methods at a learning rate of 10"'),
+    PaperEffect('clop.fig7', 'CLOP at the largest lr − chance band', None, 'top-1 (fraction)',
+                'Fig. 7 (figure only), its paragraph "CLOP Prevents Collapse with Large Learning Rates"'),
+    PaperEffect('clop.fig7', 'CLOP drop − baseline drop', None, 'top-1 (fraction)',
+                'Fig. 7 (figure only): "with the incorporation of CLOP into the loss function, we observe a '
+                'significantly smaller performance degradation"'),
+    PaperEffect('clop.table2', 'cosine − euclidean', 0.005, 'top-1 (fraction)', 'Table 2: Cosine 0.754, Euclidean 0.749'),
+    PaperEffect('clop.table2', 'cosine − manhattan', 0.039, 'top-1 (fraction)', 'Table 2: Cosine 0.754, Manhattan 0.715'),
+    PaperEffect('clop.table2', 'euclidean − manhattan', 0.034, 'top-1 (fraction)',
+                'Table 2: Euclidean 0.749, Manhattan 0.715'),
+    PaperEffect('clop.table3', 'randaugment − autoaugment', 0.150, 'top-1 (fraction)',
+                'Table 3: RandAug 0.696, AutoAug-Imagenet 0.546'),
+    PaperEffect('clop.table3', 'randaugment − simclr', 0.197, 'top-1 (fraction)', 'Table 3: RandAug 0.696, SimCLR 0.499'),
+    PaperEffect('clop.table3', 'autoaugment − simclr', 0.047, 'top-1 (fraction)',
+                'Table 3: AutoAug-Imagenet 0.546, SimCLR 0.499'),
+    # margins (paper 003): top-1 in points, as its tables print it
+    *[_t1_largest(m, k) for m in _M_T1 for k in range(4)],
+    *[PaperEffect('margins.table2', f'{c}: {_part(m, a, b)}', *_gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c]))
+      for m, a, b in _T2_PARTS for k, c in enumerate(_M_COLS)],
+    *[PaperEffect('margins.table3', f'{p}: {_part(m, a, "base")}', *_gap(_M_T3, m, a, 'base', k, 'Table 3', _T3_COL[p]))
+      for m, a in (('MoCo v3', 'pos'), ('MoCo v3', 'ratio'), ('SimCLR', 'ratio')) for k, p in enumerate(_M_T3_PAIRS)],
+    PaperEffect('margins.table4', 'MoCo v3 + pos&curv − MoCo v3', 2.0, 'top-1 (points)',
+                'Table 4: MoCov3 68.9, + pos. & curv. 70.9'),
+    PaperEffect('margins.table4', 'SimCLR + pos&curv − SimCLR', 1.0, 'top-1 (points)',
+                'Table 4: SimCLR 64.7, + pos. & curv. 65.7'),
+    PaperEffect('margins.fig3', 'MoCo v3 s 20 − s 1', 1.25, 'top-1 (points)',
+                'Table 2, CIFAR10, at the s = 20 of Table 6: MoCo 89.413, + pos. 90.663 (Fig. 3 itself is a figure)'),
+    PaperEffect('margins.fig3', 'MoCo v3 s 20 − a larger s', None, 'top-1 (points)',
+                'Fig. 3 (figure only): "if they get too small, it will rather cause performance degradation"'),
+    PaperEffect('margins.fig3', 'SimCLR s − s 1', None, 'top-1 (points)',
+                'Fig. 3 (figure only): "SimCLR does not seem to improve by scaling up positive sample gradients"; '
+                'Table 2, CIFAR10, at the s = 1.125 of Table 6: SimCLR 89.653, + pos. 89.695'),
+    PaperEffect('margins.fig4', 'gain of the largest s: largest − smallest batch', None, 'top-1 (points)',
+                'Fig. 4 (figure only; its batch sizes are read from the figure): "as the batch size increases, the '
+                'optimal s increases, as does the performance gap"'),
+    PaperEffect('margins.fig5', 'smallest c − no curvature', None, 'top-1 (points)',
+                'Fig. 5 (figure only): "If s is 1, the performance variation caused by c is negligible, unless c is '
+                'extremely small"'),
+    PaperEffect('margins.fig6', 'spread over c: largest s − s 1', None, 'top-1 (points)',
+                'Fig. 6 (figure only): "the performance variation caused by c becomes more pronounced as s increases"'),
+    PaperEffect('margins.fig6', 'mean over c ≥ 1 − mean over c < 0.7', None, 'top-1 (points)',
+                'Fig. 6 (figure only): "in many cases, c being close to or greater than 1 yields the optimal outcome"'),
+    PaperEffect('margins.fig7', 'MoCo v3 m1 1.6 − no ratio', 0.687, 'top-1 (points)',
+                'Table 2, CIFAR10, at the m1 = 1.6 of Table 8: MoCo 89.413, + ratio. 90.100 (Fig. 7 is a figure)'),
+    PaperEffect('margins.fig7', 'SimCLR m1 0.2 − no ratio', 0.267, 'top-1 (points)',
+                'Table 2, CIFAR10, at the m1 = 0.2 of Table 8: SimCLR 89.653, + ratio. 89.920 (Fig. 7 is a figure)'),
 )
