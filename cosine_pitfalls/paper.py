@@ -397,7 +397,124 @@ _effects(
 
 # %% ../nbs/00_paper.ipynb #889ae1bb
 # effects: section 5a (filled by its notebook's owner; one _effects call)
+# pitfalls' and lee's tables as printed (k-nn in %, ‖z_i‖, rates in %, variances), read into effects in
+# the unit each part of 05a compares: accuracies and shares as fractions, norms and variances as printed.
+# Figures 3-5 print no numbers: their parts have none, except where the claim points to a table (Fig. 5).
+_LAMS_5A = (5e-2, 5e-3, 5e-4, 5e-6, 0.0)                    # Table 1's λ, printed 5e-2, 5e-3, 5e-4, 5e-6, 0
+_T1_5A = {m: dict(zip(_LAMS_5A, (c.split('/') for c in row.split()))) for m, row in (  # Table 1, Cifar10:
+    ('simclr', '10.0/0.0 54.0/0.10 81.3/0.41 75.7/13.5 75.3/16.4'),    # k-nn/‖z_i‖ by λ, as printed
+    ('simsiam', '10.0/0.0 57.2/0.47 73.3/0.81 48.2/24.5 47.9/31.4'),
+    ('byol', '10.0/0.0 78.0/0.45 74.3/0.70 47.8/23.2 47.3/30.1'))}
+_F_5A = lambda t, l, k: float(t[l][k])                                    # a printed Table 1 number
+_LAM_5A = dict(zip(_LAMS_5A, ('5e-2', '5e-3', '5e-4', '5e-6', '0')))
+_BEST_5A = {'simclr': 5e-4, 'simsiam': 5e-4, 'byol': 5e-3}                # Table 1's bold k-nn
+_NAME_5A = {'simclr': 'SimCLR', 'simsiam': 'SimSiam', 'byol': 'BYOL', 'moco_v2': 'MoCo V2',
+            'moco_v3': 'MoCo V3', 'dino': 'DINO'}
+_ROLE_5A = {'IN-100': 'Imagenet-100', 'C-100': 'Cifar-100', 'C-10': 'Cifar10', 'Flowers': 'Modified Flowers'}
+_T2_5A = {  # Table 2: (role, model) -> Effect Rate Epoch 1, Epoch 16 (%)
+    ('IN-100', 'simclr'): (2, 0), ('C-100', 'simclr'): (11, 1), ('IN-100', 'simsiam'): (26, 1),
+    ('C-100', 'simsiam'): (21, 0), ('IN-100', 'byol'): (28, 1), ('C-100', 'byol'): (20, 0)}
+_COLS_5A = ([('C-10', 100), ('C-10', 500)]                 # Table 3's columns: (dataset, epoch)
+            + [(r, e) for r in ('C-100', 'IN-100', 'Flowers') for e in (100, 300, 500)])
+_T3_5A = {m: {k: (d, c) for k, d, c in zip(_COLS_5A, dd, cc)} for m, dd, cc in (  # Table 3: Default, Cut k-nn
+    ('simclr', (75.7, 85.2, 33.9, 48.1, 51.9, 44.6, 55.9, 59.4, 18.9, 28.3, 35.8),
+               (79.6, 86.1, 42.3, 50.8, 52.6, 46.7, 58.1, 60.9, 23.7, 50.8, 65.3)),
+    ('simsiam', (67.1, 87.0, 23.7, 50.1, 58.6, 33.6, 61.1, 62.0, 15.3, 16.5, 16.9),
+                (77.7, 89.0, 41.1, 59.4, 61.7, 52.9, 63.7, 67.2, 15.9, 27.6, 38.5)),
+    ('byol', (69.5, 88.2, 18.8, 53.5, 61.9, 26.0, 65.8, 67.7, 16.1, 17.4, 17.1),
+             (82.2, 88.6, 46.2, 62.4, 61.4, 54.2, 68.7, 68.6, 15.9, 27.6, 43.1)))}
+_T4_5A = {'moco_v2': (38.7, 43.8), 'moco_v3': (54.8, 58.8), 'dino': (43.7, 29.0)}   # Table 4 Top-1: c = 1, 3
+_T56_5A = {  # Tables 5 (SimCLR, Cifar100) and 6 (SimSiam, Imagenet-100): c -> k-nn at the four printed λ
+    'pitfalls.table5': ('Table 5', '1e-8, 1e-6, 5e-6, 1e-5', {
+        1: (40.8, 40.5, 40.9, 41.5), 2: (42.7, 42.8, 42.9, 42.2), 4: (42.3, 41.4, 42.0, 41.1),
+        8: (37.1, 36.8, 37.9, 37.3)}),
+    'pitfalls.table6': ('Table 6', '5e-5, 1e-4, 5e-4, 1e-3', {
+        1: (36.7, 38.5, 40.5, 44.7), 2: (41.1, 44.0, 48.8, 42.1), 4: (40.2, 41.2, 49.8, 49.1),
+        8: (44.4, 46.4, 50.2, 53.2)})}
+_LEE_5A = {32: (0.1649, 0.1008), 64: (0.1505, 0.0952), 128: (0.1444, 0.0929),   # lee: batch -> variance,
+           256: (0.1404, 0.0921), 512: (0.1396, 0.0917)}                       # SimCLR, SimCLR + Ours
+_KNN_5A, _NORM_5A = 'k-nn top-1 (fraction)', 'mean embedding norm ‖z‖ (as printed)'
+_SHARE_5A = 'share of positive pairs at an angle > π/2'
+_VAR_5A = 'variance of negative-pair cosine similarities'
+_mean_5a = lambda xs: sum(xs) / len(xs)
 _effects(
+    # pitfalls.table1: λ = 5e-2 ends at chance; the norms order with λ (all pairs); the best λ beats λ = 0
+    *[PaperEffect('pitfalls.table1', f'{m}: kNN(λ 0.05) above chance', 0.0, _KNN_5A + ' above chance',
+                  f'Table 1: λ = 5e-2 {_NAME_5A[m]} k-nn 10.0 (Cifar10: 10 classes, chance 10.0)')
+      for m in _T1_5A],
+    *[PaperEffect('pitfalls.table1', f'{m}: ‖z‖(λ {s:g}) − ‖z‖(λ {b:g})',
+                  round(_F_5A(t, s, 1) - _F_5A(t, b, 1), 4), _NORM_5A,
+                  f'Table 1: {_NAME_5A[m]} ‖z_i‖ λ = {_LAM_5A[s]} {t[s][1]}, λ = {_LAM_5A[b]} {t[b][1]}')
+      for m, t in _T1_5A.items() for b in _LAMS_5A for s in _LAMS_5A if s < b],
+    *[PaperEffect('pitfalls.table1', f'{m}: accuracy(λ {_BEST_5A[m]:g}) − accuracy(λ 0)',
+                  round((_F_5A(t, _BEST_5A[m], 0) - _F_5A(t, 0.0, 0)) / 100, 4), _KNN_5A,
+                  f'Table 1: {_NAME_5A[m]} k-nn λ = {_LAM_5A[_BEST_5A[m]]} {t[_BEST_5A[m]][0]} (bold), '
+                  f'λ = 0 {t[0.0][0]}') for m, t in _T1_5A.items()],
+    # pitfalls.table2: the attraction-only methods above SimCLR at epoch 1; every rate falls by epoch 16
+    *[PaperEffect('pitfalls.table2', f'{r} at epoch 1: {m} − simclr',
+                  round((_T2_5A[r, m][0] - _T2_5A[r, 'simclr'][0]) / 100, 4), _SHARE_5A,
+                  f'Table 2, {_ROLE_5A[r]}, Effect Rate Epoch 1: {_NAME_5A[m]} {_T2_5A[r, m][0]}%, '
+                  f'SimCLR {_T2_5A[r, "simclr"][0]}%')
+      for r in ('IN-100', 'C-100') for m in ('simsiam', 'byol')],
+    *[PaperEffect('pitfalls.table2', f'{r} {m}: share(epoch 1) − share(epoch 16)',
+                  round((_T2_5A[r, m][0] - _T2_5A[r, m][1]) / 100, 4), _SHARE_5A,
+                  f'Table 2, {_ROLE_5A[r]}, {_NAME_5A[m]}: Effect Rate Epoch 1 {_T2_5A[r, m][0]}%, '
+                  f'Epoch 16 {_T2_5A[r, m][1]}%')
+      for r in ('IN-100', 'C-100') for m in ('simclr', 'simsiam', 'byol')],
+    # pitfalls.table3: cut − default in every cell (c = 3 SimCLR, c = 9 SimSiam and BYOL)
+    *[PaperEffect('pitfalls.table3', f'{r} {m} @{e}: cut − default', round(abs(c - d) / 100, 4), _KNN_5A,
+                  f'Table 3, {_ROLE_5A[r]} epoch {e}, {_NAME_5A[m]}: Default {d}, Cut '
+                  f'(c = {3 if m == "simclr" else 9}) {c}' + (' (the cut below)' if c < d else ''))
+      for m, t in _T3_5A.items() for (r, e), (d, c) in t.items()],
+    # pitfalls.table4: top-1 c = 3 − c = 1 (DINO, the paper's control: the cut below the default)
+    *[PaperEffect('pitfalls.table4', f'{m}: top-1 c 3 − c 1', round(abs(b - a) / 100, 4), _KNN_5A,
+                  f'Table 4 (Imagenet-100, epoch 100) Top-1: {_NAME_5A[m]} c = 1 {a}, c = 3 {b}')
+      for m, (a, b) in _T4_5A.items()],
+    # pitfalls.table5, table6: a row's mean over the four printed λ, c > 1 − c = 1
+    *[PaperEffect(i, f'c {c} − c 1 (mean over λ)',
+                  round(abs(_mean_5a(rows[c]) - _mean_5a(rows[1])) / 100, 5), _KNN_5A,
+                  f'{tab} (k-nn, epoch 100), λ = {lams}: c = {c} {" ".join(map(str, rows[c]))}; '
+                  f'c = 1 {" ".join(map(str, rows[1]))} (the rows\' means)')
+      for i, (tab, lams, rows) in _T56_5A.items() for c in (2, 4, 8)],
+    # pitfalls.fig3: Figure 3 draws the norms over training (curves only); its λ panel is Table 1's norms
+    *[PaperEffect('pitfalls.fig3', f'simclr {t}: ‖z‖ end − start', None, _NORM_5A,
+                  'Figure 3 (curves only): "across SSL models, the norms indeed grow during training"')
+      for t in ('attraction', 'repulsion', 'both')],
+    *[PaperEffect('pitfalls.fig3', f'{m} λ 0: ‖z‖ end − start', None, _NORM_5A,
+                  'Figure 3 (curves only): "across SSL models, the norms indeed grow during training"')
+      for m in _T1_5A],
+    *[PaperEffect('pitfalls.fig3', f'{m}: ‖z‖ end at λ 0.05 − at λ 0',
+                  round(_F_5A(t, 0.0, 1) - _F_5A(t, 5e-2, 1), 4), _NORM_5A,
+                  f'Table 1: {_NAME_5A[m]} ‖z_i‖ λ = 5e-2 {t[5e-2][1]}, λ = 0 {t[0.0][1]}')
+      for m, t in _T1_5A.items()],
+    # pitfalls.fig4: drawings only
+    PaperEffect('pitfalls.fig4', 'obtuse share at epoch 1: byol − simclr', None, _SHARE_5A,
+                'Figure 4 (drawings): "BYOL begins by concentrating its embeddings at antipodal points"'),
+    PaperEffect('pitfalls.fig4', 'R₂ at epoch 1: byol − simclr', None, 'R₂: concentration on a line',
+                'Figure 4 (drawings): "BYOL begins by concentrating its embeddings at antipodal points"'),
+    # pitfalls.fig5: Figure 5 prints no number; its claim ("a more pronounced effect in attraction-only
+    # models – a trend that remains consistent throughout the experiments") points to Table 3, whose Cifar10
+    # epoch-100 column has the same dataset and the paper's c (3 contrastive, 9 attraction-only) against c = 1
+    PaperEffect('pitfalls.fig5', 'simclr: mean kNN(c 3) − (c 1)', 0.039, _KNN_5A,
+                'Table 3, Cifar10 epoch 100: SimCLR Default 75.7, Cut (c = 3) 79.6'),
+    PaperEffect('pitfalls.fig5', 'byol: mean kNN(c 9) − (c 1)', 0.127, _KNN_5A,
+                'Table 3, Cifar10 epoch 100: BYOL Default 69.5, Cut (c = 9) 82.2'),
+    PaperEffect('pitfalls.fig5', 'cut gain: byol (c 9) − simclr (c 3)', 0.088, _KNN_5A,
+                'Table 3, Cifar10 epoch 100: BYOL 82.2 − 69.5 = 12.7, SimCLR 79.6 − 75.7 = 3.9'),
+    *[PaperEffect('pitfalls.fig5', f'{m}: mean kNN(c 0.5) − (c 1)', None, _KNN_5A,
+                  'Figure 5 (curves only): "as c > 1 becomes c < 1 … the convergence is slower"')
+      for m in ('simclr', 'byol')],
+    # lee.table_var: SimCLR's variance by batch, and what + Ours (L_VRNS) removes at each batch
+    *[PaperEffect('lee.table_var', f'SimCLR variance: batch 32 − batch {b}',
+                  round(_LEE_5A[32][0] - v[0], 4), _VAR_5A,
+                  f'Variance of negative-pair similarities, SimCLR: batch 32 0.1649, batch {b} {v[0]}')
+      for b, v in _LEE_5A.items() if b != 32],
+    *[PaperEffect('lee.table_var', f'batch {b}: variance with − without L_VRNS', round(v[0] - v[1], 4),
+                  _VAR_5A,
+                  f'Variance of negative-pair similarities, batch {b}: SimCLR {v[0]}, SimCLR + Ours {v[1]}')
+      for b, v in _LEE_5A.items()],
+    PaperEffect('lee.table_var', 'batch 32: kNN with − without L_VRNS', None, _KNN_5A,
+                '"Effect of Variance Reduction on Classification Performance": no numbers in our text'),
 )
 
 # %% ../nbs/00_paper.ipynb #17805606
