@@ -580,6 +580,11 @@ _effects(
     PaperEffect('clop.fig7', 'CLOP drop − baseline drop', None, 'top-1 (fraction)',
                 'Fig. 7 (figure only): "with the incorporation of CLOP into the loss function, we observe a '
                 'significantly smaller performance degradation"'),
+    *[PaperEffect('clop.table1', f'{col}: λ {a:g} − λ {b:g}', round(t1[a] - t1[b], 3), 'top-1 (fraction)',
+                  f'Table 1 top-1, {name}: λ {a:.1f} {t1[a]:.3f}, λ {b:.1f} {t1[b]:.3f}')
+      for col, name, t1 in (('C-100', 'CIFAR-100', {0.1: 0.745, 0.5: 0.740, 1.0: 0.754, 1.5: 0.760}),
+                            ('TIN', 'Tiny-ImageNet', {0.1: 0.616, 0.5: 0.695, 1.0: 0.696, 1.5: 0.696}))
+      for a in (1.0, 1.5) for b in (0.1, 0.5)],
     PaperEffect('clop.table2', 'cosine − euclidean', 0.005, 'top-1 (fraction)', 'Table 2: Cosine 0.754, Euclidean 0.749'),
     PaperEffect('clop.table2', 'cosine − manhattan', 0.039, 'top-1 (fraction)', 'Table 2: Cosine 0.754, Manhattan 0.715'),
     PaperEffect('clop.table2', 'euclidean − manhattan', 0.034, 'top-1 (fraction)',
