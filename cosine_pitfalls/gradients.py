@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_gradients.ipynb #239aa4ce
 from __future__ import annotations
-import math, re
+import math
 
 import numpy as np
 import pandas as pd
@@ -14,24 +14,28 @@ import matplotlib.pyplot as plt
 from matplotlib.colors import TwoSlopeNorm
 from torch import Tensor
 
-from .core import SectionRun, check_choice, check_positive, set_seed
+from .core import Check, Judgement, SectionRun, check_choice, check_positive, judge_all, set_seed
 from .losses import info_nce
-from .paper import PAPER
 
 # %% auto #0
 __all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OBJECTIVES', 'check_params', 'agreement',
-           'log_uniform', 'regime_angles', 'orthonormal_pair', 'pairs_at_angles', 'rel_err', 'autograd_grad', 'cos_sim',
-           'tangent', 'cosine_loss_grad', 'check_prop1', 'flat_columns', 'info_nce_anchor_loss', 'step_growth',
+           'agreement_checks', 'log_uniform', 'regime_angles', 'orthonormal_pair', 'pairs_at_angles', 'rel_err',
+           'autograd_grad', 'cos_sim', 'tangent', 'cosine_loss_grad', 'check_prop1', 'flat_columns',
+           'judge_pitfalls_prop1', 'info_nce_anchor_loss', 'step_growth', 'judge_pitfalls_cor2',
            'cosine_step_increment', 'cosine_step_increment_a3', 'cosine_step_bound', 'simulate_cosine_step',
-           'info_nce_grad', 'info_nce_grad_printed', 'prop5_bound', 'cosine_tail_exact', 'mc_cosine_tail', 'angle',
-           'margin_logits', 'margin_loss', 'plain_theta_grad', 'angular_multiplier', 'logit_ratio', 'margin_theta_grad',
-           'sum_exp_ratio', 'subtractive_multiplier', 'margin_embedding_loss', 'margin_embedding_grad', 'random_angles',
-           'random_targets', 'lemma42_printed', 'autograd_ratio', 'ratio_map', 'plot_map', 'collapsed_batch',
-           'scaled_grad_norm', 'clop_lr_bound', 'clop_lr_bound_eq2', 'clop_lr_bound_printed', 'clop_second_moment',
-           'clop_step', 'mean_ratio', 'critical_lr', 'class_loss', 'span_projection', 'project_last', 'best_last',
-           'pos_neg_similarity', 'lee_bound_slack', 'optimize_pairs', 'directclr_logits', 'directclr_loss',
-           'directclr_alpha', 'directclr_embedding_grads', 'directclr_weight_grad', 'directclr_term_scale',
-           'random_linear_problem', 'directclr_X', 'directclr_sigmas']
+           'judge_pitfalls_thm3', 'info_nce_grad', 'info_nce_grad_printed', 'judge_pitfalls_cor4', 'prop5_bound',
+           'cosine_tail_exact', 'mc_cosine_tail', 'judge_pitfalls_prop5', 'angle', 'margin_logits', 'margin_loss',
+           'plain_theta_grad', 'angular_multiplier', 'logit_ratio', 'margin_theta_grad', 'sum_exp_ratio',
+           'subtractive_multiplier', 'margin_embedding_loss', 'margin_embedding_grad', 'random_angles',
+           'random_targets', 'judge_margins_thm41', 'lemma42_printed', 'autograd_ratio', 'judge_margins_lemma42',
+           'judge_margins_lemma43', 'judge_margins_lemma44', 'ratio_map', 'ratio_map_sum_exp', 'plot_map',
+           'judge_margins_fig1', 'judge_margins_fig2', 'judge_margins_fig8', 'collapsed_batch', 'scaled_grad_norm',
+           'judge_clop_lemma1', 'clop_lr_bound', 'clop_lr_bound_eq2', 'clop_lr_bound_printed', 'clop_second_moment',
+           'clop_step', 'mean_ratio', 'critical_lr', 'judge_clop_thm1', 'class_loss', 'span_projection', 'project_last',
+           'best_last', 'judge_clop_lemma2', 'pos_neg_similarity', 'lee_bound_slack', 'optimize_pairs',
+           'judge_lee_thm52', 'directclr_logits', 'directclr_loss', 'directclr_alpha', 'directclr_embedding_grads',
+           'directclr_weight_grad', 'directclr_term_scale', 'random_linear_problem', 'judge_directclr_lemma1',
+           'directclr_X', 'directclr_sigmas', 'judge_directclr_lemma2']
 
 # %% ../nbs/01_gradients.ipynb #50fd9672
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -61,23 +65,31 @@ PROFILES = {
 
 # %% ../nbs/01_gradients.ipynb #a0b720c6
 TOL = 1e-8          # largest relative error (float64) at which a closed form agrees with autograd
-# cases with cancellation factor κ above this are ill-conditioned: rounding alone may exceed TOL
-COND_MAX = 1e7
+# cases with cancellation factor κ above this are ill-conditioned: rounding (ε_mach·κ ≤ 1.1e-10) stays ≥ 90× below
+# TOL where κ ≤ COND_MAX; the others answer to the scaled error
+COND_MAX = 1e6
 SCALED_TOL = 1e-12  # largest error scaled by the size of the summed terms, on every case
 def agreement(rel: np.ndarray,     # relative errors, any shape
               kappa: np.ndarray,   # cancellation factors κ, same shape
               scaled: np.ndarray,  # errors scaled by the terms, same shape
-             ) -> dict:            # max_rel (κ ≤ COND_MAX), share_well, max_scaled, agree
-    """Apply the section's agreement rule: rel. err ≤ TOL where κ ≤ COND_MAX and scaled err ≤ SCALED_TOL
-    everywhere (NaN errors disagree)."""
+             ) -> dict:            # max_rel (κ ≤ COND_MAX; nan if none), share_well, max_scaled
+    "The numbers the section's agreement rule looks at (NaN κ marks padding, not a case; NaN errors stay NaN)."
     rel, kappa, scaled = (np.asarray(a, dtype=float) for a in (rel, kappa, scaled))
     case = ~np.isnan(kappa)  # NaN κ marks padding (sweeps with fewer cases in some cells), not a case
     rel, kappa, scaled = rel[case], kappa[case], scaled[case]
     well = kappa <= COND_MAX
     max_rel = float(rel[well].max()) if well.any() else float('nan')
-    max_scaled = float(scaled.max())
-    return dict(max_rel=max_rel, share_well=float(well.mean()), max_scaled=max_scaled,
-                agree=bool(well.any() and max_rel <= TOL and max_scaled <= SCALED_TOL))
+    return dict(max_rel=max_rel, share_well=float(well.mean()), max_scaled=float(scaled.max()))
+
+def agreement_checks(rel: np.ndarray, kappa: np.ndarray, scaled: np.ndarray,  # as for `agreement`
+                     what: str = 'closed form vs autograd',  # what is compared, for the checks' labels
+                    ) -> list[Check]:  # two checks for `judge_all`
+    """The section's agreement rule as two `Check`s: max rel. err ≤ TOL where κ ≤ COND_MAX (none such, or a NaN,
+    fails), and max scaled err ≤ SCALED_TOL on every case."""
+    a = agreement(rel, kappa, scaled)
+    return [Check(f"{what}: max rel. err over the {a['share_well']:.0%} of cases with κ ≤ {COND_MAX:.0e}",
+                  a['max_rel'], TOL),
+            Check(f"{what}: max error scaled by the terms, every case", a['max_scaled'], SCALED_TOL)]
 ANGLE_REGIMES = ('near 0', 'generic', 'near π')
 def log_uniform(shape: tuple,            # output shape
                 lo: float, hi: float,    # range, 0 < lo <= hi
@@ -199,6 +211,14 @@ def flat_columns(df: pd.DataFrame,  # a table, possibly with MultiIndex columns
         df = df.set_axis([' · '.join(map(str, c)) for c in df.columns], axis=1)
     return df
 
+# %% ../nbs/01_gradients.ipynb #29dab0e9
+def judge_pitfalls_prop1(ds: xr.Dataset,  # `check_prop1`'s errors over (dim, regime, case)
+                        ) -> Judgement:
+    "pitfalls.prop1: the closed form against autograd (the section's rule); ‖∇‖ = sin φ/‖zᵢ‖ and ∇ ⟂ zᵢ (κ ≤ 1e6)."
+    geo = ds.where(ds.kappa <= COND_MAX)[['norm_err', 'orthogonality']].to_array().max()
+    return judge_all(agreement_checks(ds.rel_err, ds.kappa, ds.scaled_err, 'Prop. 1 vs autograd')
+                     + [Check('‖∇‖ = sin φ/‖zᵢ‖ and ẑᵢ·∇/‖∇‖ = 0: max rel. err (κ ≤ 1e6)', float(geo), TOL)])
+
 # %% ../nbs/01_gradients.ipynb #e30ea2a7
 def info_nce_anchor_loss(zi: Tensor,   # (..., d) anchor
                          zj: Tensor,   # (..., d) its positive
@@ -223,6 +243,16 @@ def step_growth(zi: Tensor,      # (n, d) embeddings before the step
     eps = torch.finfo(zi.dtype).eps
     return dict(identity_err=(n1 - n0 - pred).abs() / n1, growth_ulps=(n1 - n0) / (eps * n0),
                 visible=pred > 4 * eps * n0)
+
+# %% ../nbs/01_gradients.ipynb #69dea97a
+def judge_pitfalls_cor2(ds: xr.Dataset,  # identity_err and growth_ulps over the sweep (any dims)
+                       ) -> Judgement:
+    """pitfalls.cor2: ‖z′‖² = ‖z‖² + γ²‖∇‖² after a real step (Pythagoras for a gradient ⟂ z: `rebuilt`), and no
+    step shrinks ‖z‖ by more than float64's rounding of ‖z‖² (4 units)."""
+    return judge_all([
+        Check('‖z′‖² = ‖z‖² + γ²‖∇‖²: max rel. err', float(ds.identity_err.max()), TOL, holds='rebuilt'),
+        Check('smallest change ‖z′‖² − ‖z‖², in rounding units ε‖z‖²', float(ds.growth_ulps.min()), -4.0, '>=',
+              holds='rebuilt')])
 
 # %% ../nbs/01_gradients.ipynb #dd967367
 def _check_step(rho: Tensor, gamma: Tensor) -> None:
@@ -260,6 +290,28 @@ def simulate_cosine_step(zi: Tensor, zj: Tensor,  # (n, d) each, equal norms
     gi, gj = autograd_grad(loss, zi, zj, wrt=0), autograd_grad(loss, zi, zj, wrt=1)
     return cos_sim(zi - gamma[:, None] * gi, zj - gamma[:, None] * gj) - cos_sim(zi, zj)
 
+# %% ../nbs/01_gradients.ipynb #f327d315
+def judge_pitfalls_thm3(ds: xr.Dataset,  # simulated steps and errors over (dim, phi, rho, g); g = γ/ρ²
+                       ) -> Judgement:
+    """pitfalls.thm3: the printed A.3 value and Eq. 2's bound against the simulated step (`corrected` where they
+    fail); our exact increment, where the bound fails, and the quadratic slow-down that survives."""
+    phi, g = ds.phi, ds.g
+    holds = ds.bound_holds.astype(bool)
+    # where the exact increment exceeds 2g sin²φ: obtuse, small steps
+    predicted = (phi > math.pi / 2) & (g < np.abs(np.cos(phi)) / np.sin(phi)**2)
+    slow = 2 * g * np.sin(phi)**2 * (1 + g) * (1 + 1e-9)            # the quadratic slow-down: increment ≤ this
+    return judge_all([
+        Check('printed A.3 value g sin²φ(2 − g cos φ) vs the simulated step: max err / 2g sin²φ',
+              float(ds.A3_err.max()), TOL, fails='corrected'),
+        Check('printed Eq. 2, increment < 2g sin²φ: cells where the simulated step exceeds it',
+              int((~holds).sum()), 0, fails='corrected', fmt='g'),
+        Check('our exact 2g sin²φ(1 − g cos φ)/(1 + g² sin²φ) vs the simulated step: max err / 2g sin²φ',
+              float(ds.exact_err.max()), 1e-9),
+        Check.flag('Eq. 2 fails exactly in the obtuse cells with g < |cos φ|/sin²φ',
+                   bool(((~holds) == predicted).all())),
+        Check.flag('the quadratic slow-down: increment ≤ 2g sin²φ(1 + g) in every cell',
+                   bool((ds.simulated <= slow).all()))])
+
 # %% ../nbs/01_gradients.ipynb #48f2b95c
 def info_nce_grad(zi: Tensor,   # (..., d) anchor
                   zj: Tensor,   # (..., d) positive
@@ -284,6 +336,15 @@ def info_nce_grad_printed(zi: Tensor, zj: Tensor, zk: Tensor,  # as in `info_nce
     p = torch.softmax(cos_sim(zi[..., None, :], others) / tau, -1)
     rep = (p[..., None] * tangent(oh, zi[..., None, :])).sum(-2)
     return -(tangent(oh[..., 0, :], zi) + rep) / (tau * zi.norm(dim=-1, keepdim=True))
+
+# %% ../nbs/01_gradients.ipynb #c9438311
+def judge_pitfalls_cor4(ds: xr.Dataset,  # rel_err, kappa, scaled_err (corrected form), rel_err_printed
+                       ) -> Judgement:
+    """pitfalls.cor4: Eq. 4 as printed (+ before the sum; `corrected` where it fails) and our form (−) against
+    autograd, both by the section's rule."""
+    return judge_all([Check('printed Eq. 4 (+ before the sum) vs autograd: max rel. err (κ ≤ 1e6)',
+                            float(ds.rel_err_printed.where(ds.kappa <= COND_MAX).max()), TOL, fails='corrected')]
+                     + agreement_checks(ds.rel_err, ds.kappa, ds.scaled_err, 'our form (− before the sum) vs autograd'))
 
 # %% ../nbs/01_gradients.ipynb #9862ccef
 def prop5_bound(d,    # dimension(s) d ≥ 1 (array-like, broadcast with eps)
@@ -320,6 +381,17 @@ def mc_cosine_tail(d: int,                 # dimension
         hits += (c[:, None] >= thresholds[None, :]).sum(0)
         done += m
     return hits / n
+
+# %% ../nbs/01_gradients.ipynb #41d4bc67
+def judge_pitfalls_prop5(ds: xr.Dataset,  # monte_carlo, exact, bound, mc_sigma over (d, eps)
+                        ) -> Judgement:
+    """pitfalls.prop5: the bound holds for the exact tail (a log ratio against 0: exact, nothing random) and for
+    the Monte Carlo (within 5 binomial s.d.); Chebyshev's inequality, so `rebuilt`."""
+    return judge_all([
+        Check('exact P[cos ≥ 1−ε] ≤ 1/(2d(1−ε)²): max log₁₀(exact/bound) over (d, ε)',
+              float(np.log10(ds.exact / ds.bound).max()), 0.0, holds='rebuilt'),
+        Check('Monte Carlo ≤ bound + 5σ: max (MC − bound)/σ over (d, ε)',
+              float(((ds.monte_carlo - ds.bound) / ds.mc_sigma).max()), 5.0, holds='rebuilt')])
 
 # %% ../nbs/01_gradients.ipynb #1f127fda
 def _check_margin_args(theta: Tensor, p: Tensor, tau: float, beta: float = 1.0) -> None:
@@ -444,6 +516,15 @@ def random_targets(shape: tuple,  # (..., K)
     e = -torch.log(torch.rand(shape, generator=generator, dtype=dtype))
     return e / e.sum(-1, keepdim=True)
 
+# %% ../nbs/01_gradients.ipynb #80e204fe
+def judge_margins_thm41(ds: xr.Dataset,  # angle_* and embedding_* rel_err, kappa, scaled_err
+                       ) -> Judgement:
+    "margins.thm41: Eq. 6's product against autograd at the angle level and, chained through ∇θ, the embedding level."
+    return judge_all(agreement_checks(ds.angle_rel_err, ds.angle_kappa, ds.angle_scaled_err,
+                                      "angle level: Thm. 4.1's product vs autograd ∂L/∂θ")
+                     + agreement_checks(ds.embedding_rel_err, ds.embedding_kappa, ds.embedding_scaled_err,
+                                        'embedding level: through ∇θ vs autograd ∂L/∂zᵢ'))
+
 # %% ../nbs/01_gradients.ipynb #73588188
 def lemma42_printed(theta: Tensor, p: Tensor, tau: float,  # angles, one-hot targets (..., K), temperature
                     m1: float = 0.0, m2: float = 0.0,        # margins
@@ -496,12 +577,41 @@ def _lemma_sweep(n: int, with_m2: bool, generator) -> xr.Dataset:
 def _lemma_table(ds: xr.Dataset) -> pd.DataFrame:
     well = ds.kappa <= COND_MAX
     return pd.DataFrame(
-        {'max rel. err closed (κ ≤ 1e7)': ds.rel_err_closed.where(well).max(('K', 'case')).to_series(),
-                         'share κ ≤ 1e7': well.mean(('K', 'case')).to_series(),
+        {'max rel. err closed (κ ≤ 1e6)': ds.rel_err_closed.where(well).max(('K', 'case')).to_series(),
+                         'share κ ≤ 1e6': well.mean(('K', 'case')).to_series(),
                          'max scaled err closed': ds.scaled_err_closed.max(('K', 'case')).to_series(),
-                         'max rel. err q̃ form (κ ≤ 1e7)': ds.rel_err_q_tilde_form.where(well).max(
+                         'max rel. err q̃ form (κ ≤ 1e6)': ds.rel_err_q_tilde_form.where(well).max(
                              ('K', 'case')).to_series(),
                          'max rel. err printed q form': ds.rel_err_q_form.max(('K', 'case')).to_series()})
+
+# %% ../nbs/01_gradients.ipynb #f71be5f2
+def judge_margins_lemma42(ds: xr.Dataset,  # `_lemma_sweep(..., with_m2=False)`'s errors
+                         ) -> Judgement:
+    """margins.lemma42: the statement's last form with q as printed (`corrected` where it fails); Σexp(δ̃)/Σexp(δ)
+    and the last form with q̃ (the proof's Eq. 26) against the autograd ratio, by the section's rule."""
+    well = ds.kappa <= COND_MAX
+    return judge_all([Check("the statement's last form with q (as printed): max rel. err (κ ≤ 1e6)",
+                            float(ds.rel_err_q_form.where(well).max()), TOL, fails='corrected')]
+                     + agreement_checks(ds.rel_err_closed, ds.kappa, ds.scaled_err_closed,
+                                        'Σexp(δ̃)/Σexp(δ) vs the autograd ratio, every entry')
+                     + agreement_checks(ds.rel_err_q_tilde_form, ds.kappa, ds.rel_err_q_tilde_form / ds.kappa,
+                                        "the last form with q̃ (proof Eq. 26)"))
+
+# %% ../nbs/01_gradients.ipynb #834e3e66
+def judge_margins_lemma43(ds: xr.Dataset,  # `_lemma_sweep(..., with_m2=True)`'s errors
+                         ) -> Judgement:
+    "margins.lemma43: 1/(1 − (1 − ηᵢₗ)q̃ᵢₗ) against the ratio read off autograd, every entry, by the section's rule."
+    return judge_all(agreement_checks(ds.rel_err_closed, ds.kappa, ds.scaled_err_closed,
+                                      '1/(1 − (1 − η)q̃ₗ) vs the autograd ratio, every entry'))
+
+# %% ../nbs/01_gradients.ipynb #fb4a9ad9
+def judge_margins_lemma44(ds: xr.Dataset,  # max_rel_gap over (tau, m2), m2 ascending
+                         ) -> Judgement:
+    "margins.lemma44: the positive's ∂L/∂θ approaches sin(θ+m₁)/τ monotonically in m₂, and reaches it."
+    gap = ds.max_rel_gap
+    return judge_all([Check.flag('the gap to sin(θ+m₁)/τ never grows with m₂ (every τ)',
+                                 bool((gap.diff('m2') <= 0).all())),
+                      Check(f'max rel. gap at m₂ = {float(gap.m2[-1]):g}', float(gap.isel(m2=-1).max()), TOL)])
 
 # %% ../nbs/01_gradients.ipynb #141a66f3
 def ratio_map(theta_pos: Tensor,  # positive angle θ⁺ (broadcast with q_pos)
@@ -511,6 +621,14 @@ def ratio_map(theta_pos: Tensor,  # positive angle θ⁺ (broadcast with q_pos)
     """The logit ratio of Thm. 4.1 for β = 1, one-hot p, as a function of the positive's θ⁺ and q̃⁺ (Lemma
     4.3), broadcast."""
     return subtractive_multiplier(theta_pos, q_pos, tau, m1, m2)
+
+def ratio_map_sum_exp(theta_pos: Tensor, q_pos: Tensor,  # as in `ratio_map`
+                      tau: float, m1: float,             # temperature and angular margin (m₂ = 0)
+                     ) -> Tensor:                        # the same ratio, by another road
+    """The ratio of `ratio_map` written as Lemma 4.2's last form with q̃ (the proof's Eq. 26), from the
+    exponentiated logits themselves: (exp δ̃⁺/q̃⁺)/(exp δ⁺ + exp δ̃⁺(1/q̃⁺ − 1)); it guards the maps' code."""
+    e_plain, e_margin = torch.exp(torch.cos(theta_pos) / tau), torch.exp(torch.cos(theta_pos + m1) / tau)
+    return (e_plain / q_pos) / (e_margin + e_plain * (1 / q_pos - 1))
 
 def plot_map(ax, x: np.ndarray, y: np.ndarray, z: np.ndarray,  # axes; x (X,), y (Y,), z (Y, X)
              title: str, xlabel: str, ylabel: str,
@@ -530,6 +648,73 @@ def plot_map(ax, x: np.ndarray, y: np.ndarray, z: np.ndarray,  # axes; x (X,), y
         ax.contour(x, y, z, levels=[1.0], colors='limegreen', linewidths=2)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return ax
+
+# %% ../nbs/01_gradients.ipynb #f7b2fb47
+def _grid(ds: xr.Dataset) -> tuple[Tensor, Tensor, float]:
+    "θ⁺ (row vector), q̃⁺ (column) of a map dataset as float64 tensors, and the θ grid step."
+    th, q = torch.tensor(ds.theta.values, dtype=torch.float64), torch.tensor(ds.q.values, dtype=torch.float64)
+    return th[None, :], q[:, None], float(np.diff(ds.theta.values).max())
+
+def _ratio_guard(ratio: xr.DataArray,   # a ratio map over (q, theta) for one (τ, m₁)
+                 tau: float, m1: float) -> float:
+    "Max rel. err of a ratio map against `ratio_map_sum_exp` on its own grid."
+    th, q, _ = _grid(ratio.to_dataset(name='r'))
+    other = ratio_map_sum_exp(th, q, tau, m1).numpy()
+    return float(np.abs(ratio.transpose('q', 'theta').values / other - 1).max())
+
+def _ratio_shape(ratio: xr.DataArray, m1: float, step: float) -> tuple[bool, bool]:
+    """Whether a ratio map over (q, theta) is > 1 left of θ⁺ = π − m₁/2 and < 1 right of it (one grid step
+    spared), and peaks at θ⁺ = (π − m₁)/2 (± 2 steps) in every row with q̃⁺ ≥ 0.05."""
+    r, th = ratio.transpose('q', 'theta'), ratio.theta.values
+    line = math.pi - m1 / 2
+    one = bool((r.values[:, th < line - step] > 1).all() and (r.values[:, th > line + step] < 1).all())
+    peak = th[r.where(r.q >= 0.05, drop=True).argmax('theta').values]
+    return one, bool(np.abs(peak - (math.pi - m1) / 2).max() <= 2 * step)
+
+def judge_margins_fig1(ds: xr.Dataset,  # grad_positive, grad_negative over (q, theta)
+                      ) -> Judgement:
+    "margins.fig1: both maps of Eq. 14 shrink as the estimated probability approaches its target (`rebuilt`)."
+    return judge_all([
+        Check.flag('positive: (1 − q⁺)·sin θ⁺/τ falls as q⁺ → 1, at every θ⁺',
+                   bool((ds.grad_positive.diff('q') < 0).all()), holds='rebuilt'),
+        Check.flag('negative: q⁻·sin θ⁻/τ falls as q⁻ → 0, at every θ⁻',
+                   bool((ds.grad_negative.diff('q') > 0).all()), holds='rebuilt')])
+
+def judge_margins_fig2(ds: xr.Dataset,  # angular_multiplier, logit_ratio over (q, theta); attrs m1, tau
+                      ) -> Judgement:
+    """margins.fig2: the two multipliers of Thm. 4.1 have the shape §4.1 describes (`rebuilt`), and the ratio
+    map is the closed form (checked against Lemma 4.2's form)."""
+    m1, tau = float(ds.attrs['m1']), float(ds.attrs['tau'])
+    th, _, step = _grid(ds)
+    one, peak = _ratio_shape(ds.logit_ratio, m1, step)
+    rises = ds.logit_ratio.diff('q').where(ds.theta < math.pi - m1 / 2 - 0.05, 1.0)
+    return judge_all([
+        Check('ratio map vs Lemma 4.2\'s sum-of-exponentials form: max rel. err',
+              _ratio_guard(ds.logit_ratio, tau, m1), TOL, holds='rebuilt'),
+        Check.flag('sin(θ⁺+m₁)/sin θ⁺ falls as θ⁺ widens', bool((ds.angular_multiplier.isel(q=0).diff('theta')
+                                                                < 0).all()), holds='rebuilt'),
+        Check.flag('the ratio peaks at θ⁺ = (π − m₁)/2 (± 2 grid steps) in every q̃⁺ row', peak, holds='rebuilt'),
+        Check.flag('the ratio rises as q̃⁺ → 1 at every θ⁺ < π − m₁/2 − 0.05', bool((rises > 0).all()),
+                   holds='rebuilt'),
+        Check.flag('the ratio is 1 on θ⁺ = π − m₁/2 (> 1 left of it, < 1 right of it)', one, holds='rebuilt')])
+
+def judge_margins_fig8(ds: xr.Dataset,  # logit_ratio over (tau, m1, q, theta)
+                      ) -> Judgement:
+    """margins.fig8: the maps are the closed form (checked against Lemma 4.2's form), 1 on the green line
+    θ⁺ = π − m₁/2, and centred at θ⁺ = (π − m₁)/2, which lowers as m₁ grows (`rebuilt`). "The emphasizing
+    area" is not defined by the paper and is not judged."""
+    _, _, step = _grid(ds)
+    err, one, peak = 0.0, True, True
+    for tau in ds.tau.values:
+        for m1 in ds.m1.values:
+            r = ds.logit_ratio.sel(tau=tau, m1=m1)
+            err = max(err, _ratio_guard(r, float(tau), float(m1)))
+            o, p = _ratio_shape(r, float(m1), step); one, peak = one and o, peak and p
+    return judge_all([
+        Check('ratio maps vs Lemma 4.2\'s sum-of-exponentials form: max rel. err', err, TOL, holds='rebuilt'),
+        Check.flag('ratio 1 on θ⁺ = π − m₁/2, > 1 left of it, < 1 right of it (every panel)', one, holds='rebuilt'),
+        Check.flag('centre of emphasis at θ⁺ = (π − m₁)/2 ± 2 grid steps (every panel and q̃⁺ row), so it lowers '
+                   'as m₁ grows', peak and bool(np.all(np.diff(ds.m1.values) > 0)), holds='rebuilt')])
 
 # %% ../nbs/01_gradients.ipynb #a9adfa27
 def collapsed_batch(trials: int, n: int, d: int,  # trials x (n positive pairs) in R^d
@@ -554,6 +739,19 @@ def scaled_grad_norm(z1: Tensor, z2: Tensor,  # (trials, n, d) the two views
     g1 = autograd_grad(lambda a, b: info_nce(a, b, tau), z1, z2, wrt=0)
     g2 = autograd_grad(lambda a, b: info_nce(a, b, tau), z1, z2, wrt=1)
     return torch.cat([g1.norm(dim=-1) * z1.norm(dim=-1), g2.norm(dim=-1) * z2.norm(dim=-1)], -1).amax(-1)
+
+# %% ../nbs/01_gradients.ipynb #9a842c1b
+def judge_clop_lemma1(ds: xr.Dataset,  # scaled_grad (dim, config, tau, trial), share_perturbation_lowers_loss
+                     ) -> Judgement:
+    """clop.lemma1: "local minima" as printed (`corrected` where a small separation of the pairs lowers the loss);
+    the derived statement, an exactly zero gradient on collapsed batches (and not on random ones)."""
+    return judge_all([
+        Check('printed "local minima": share of trials where separating the pairs lowered the loss (max)',
+              float(ds.share_perturbation_lowers_loss.max()), 0.0, fails='corrected'),
+        Check('identical and co-linear batches: max scale-free gradient maxᵢ ‖∇ᵢ‖·‖z̃ᵢ‖',
+              float(ds.scaled_grad.sel(config=['identical', 'colinear']).max()), 1e-13),
+        Check('random batches (the zero means something): min scale-free gradient',
+              float(ds.scaled_grad.sel(config='random').min()), 1e-3, '>=')])
 
 # %% ../nbs/01_gradients.ipynb #37c42c35
 def _check_k(k) -> np.ndarray:
@@ -616,6 +814,23 @@ def critical_lr(X: Tensor,         # (trials, k, m) unit class embeddings
         lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
     return (lo + hi) / 2
 
+# %% ../nbs/01_gradients.ipynb #1c2a91f1
+def judge_clop_thm1(ds: xr.Dataset,  # the bounds, Monte-Carlo critical η and second moments over k
+                   ) -> Judgement:
+    """clop.thm1: the printed closed form against the root of its own Eq. 2, the printed E‖xᵢ⁽¹⁾‖² against
+    Monte Carlo (`corrected` where they fail); ours, 1 + η²/(k−1) and η ≤ 2(k−1)/(k−2), against Monte Carlo."""
+    rel = lambda a, b: float(np.abs(a / b - 1).max())
+    big = ds.k >= 10                            # the critical η is a large-k statement (2 + O(1/k) corrections)
+    return judge_all([
+        Check('printed η ≤ (2k³−5k²+5k−2)/(k³−3k²+4k−2) vs the root of its own Eq. 2 (ε = 0): max rel. diff',
+              rel(ds.bound_printed, ds.bound_eq2), 1e-12, fails='corrected'),
+        Check('printed E‖xᵢ⁽¹⁾‖² vs Monte Carlo at η = 1.5: max rel. err', rel(ds.second_moment_paper,
+              ds.second_moment_mc), 0.01, fails='corrected'),
+        Check('our E‖xᵢ⁽¹⁾‖² = 1 + η²/(k−1) vs Monte Carlo: max rel. err', rel(ds.second_moment_ours,
+              ds.second_moment_mc), 0.01),
+        Check('our η ≤ 2(k−1)/(k−2) vs the empirical critical η (k ≥ 10): max rel. err',
+              rel(ds.critical_lr_mc.where(big, drop=True), ds.bound_corrected.where(big, drop=True)), 0.02)])
+
 # %% ../nbs/01_gradients.ipynb #151221f9
 def class_loss(X: Tensor,  # (..., k, m) class embeddings as rows
               ) -> Tensor: # (...,) Σ_{i≠j} x̂ᵢᵀx̂ⱼ
@@ -656,6 +871,15 @@ def best_last(X: Tensor,  # (..., k, m) unit rows
     "X with its last row replaced by the loss-minimizing unit vector −Σ_{i<k} xᵢ/‖Σ_{i<k} xᵢ‖."
     s = X[..., :-1, :].sum(-2)
     return torch.cat([X[..., :-1, :], (-s / s.norm(dim=-1, keepdim=True))[..., None, :]], -2)
+
+# %% ../nbs/01_gradients.ipynb #7907c9e9
+def judge_clop_lemma2(ds: xr.Dataset,  # decrease and optimum_out_of_span over (setting, trial)
+                     ) -> Judgement:
+    "clop.lemma2: the construction lowers L_class in every trial, and the optimal last embedding lies in the span."
+    return judge_all([
+        Check('trials where the construction did not lower L_class', int((ds.decrease <= 0).sum()), 0, fmt='g'),
+        Check('optimal last embedding: max residual out of the span of the others',
+              float(ds.optimum_out_of_span.max()), 1e-12)])
 
 # %% ../nbs/01_gradients.ipynb #c2f2d423
 def pos_neg_similarity(U: Tensor, V: Tensor,  # (..., n, d) each, rows normalized inside
@@ -706,6 +930,17 @@ def optimize_pairs(trials: int, n: int, d: int,   # trials x n pairs in R^d, opt
     U, V = U.detach(), V.detach()
     U, V = U / U.norm(dim=-1, keepdim=True), V / V.norm(dim=-1, keepdim=True)
     return {k: (U[i], V[i]) for i, k in enumerate(kinds)}
+
+# %% ../nbs/01_gradients.ipynb #0ff8870a
+def judge_lee_thm52(ds: xr.Dataset,  # slack over (setting, config, trial), configs incl. 'info-sym', 'max-gap'
+                   ) -> Judgement:
+    """lee.thm52: the slack 1 + s_neg + 1/(n−1) − s_pos is ≥ 0 in every configuration (Cauchy–Schwarz, derived
+    above: `rebuilt`), and the optimizers reach it (the check could fail)."""
+    return judge_all([
+        Check('slack 1 + s_neg + 1/(n−1) − s_pos: min over every configuration', float(ds.slack.min()), -1e-12,
+              '>=', holds='rebuilt'),
+        Check('tight: info-sym and the max-gap adversary reach slack ≤ 1e-2 (max)',
+              float(ds.slack.sel(config=['info-sym', 'max-gap']).max()), 1e-2, holds='rebuilt')])
 
 # %% ../nbs/01_gradients.ipynb #971a9c4f
 def directclr_logits(z: Tensor, zp: Tensor,  # (..., N, d) embeddings of the two branches
@@ -765,6 +1000,12 @@ def random_linear_problem(trials: int, N: int, d: int, generator: torch.Generato
     xp = x + 0.3 * s * torch.randn(trials, N, d, generator=generator, dtype=torch.float64) / math.sqrt(d)
     return torch.randn(trials, d, d, generator=generator, dtype=torch.float64) / math.sqrt(d), x, xp
 
+# %% ../nbs/01_gradients.ipynb #af3b077f
+def judge_directclr_lemma1(ds: xr.Dataset,  # rel_err, kappa, scaled_err over (dim, case); NaN κ: padding
+                          ) -> Judgement:
+    "directclr.lemma1: G = Σ(g_z xᵀ + g_z′ x′ᵀ) from Eq. 4 against autograd's ∂L/∂W, by the section's rule."
+    return judge_all(agreement_checks(ds.rel_err, ds.kappa, ds.scaled_err, "Eq. 4's G vs autograd ∂L/∂W"))
+
 # %% ../nbs/01_gradients.ipynb #f578fd61
 def directclr_X(x: Tensor, xp: Tensor,  # (..., N, d) inputs and augmented inputs
                 alpha: Tensor,          # (..., N, N) αᵢⱼ of Eq. 4
@@ -791,3 +1032,15 @@ def directclr_sigmas(x: Tensor, xp: Tensor,  # (..., N, d) inputs and augmented 
     a_out = (alpha * (1 - torch.eye(x.shape[-2], dtype=x.dtype, device=x.device))).sum(-1)
     S1 = torch.einsum('...i,...ik,...il->...kl', a_out, xp - x, xp - x)
     return S0, S1
+
+# %% ../nbs/01_gradients.ipynb #aea810df
+def judge_directclr_lemma2(ds: xr.Dataset,  # the sweep's errors over (dim, case), from the result cell below
+                          ) -> Judgement:
+    """directclr.lemma2: Eq. 6 as printed against Σ̂₀ − Σ̂₁ (`corrected` where it fails), X as in the proof
+    (B.2) against Σ̂₀ − Σ̂₁, and G = −WX; errors relative to ‖Σ̂₀‖ + ‖Σ̂₁‖."""
+    live = ~ds.underflow.astype(bool)                       # every α underflowed: X = Σ̂₀ = Σ̂₁ = 0, no test
+    return judge_all([
+        Check('Eq. 6 as printed (leading minus, xᵢᵀ for xᵢ′ᵀ) vs Σ̂₀ − Σ̂₁: max err wherever X ≠ 0',
+              float(ds.rel_err_printed_eq6.where(live).max()), TOL, fails='corrected'),
+        Check('X as in the proof (B.2) vs Σ̂₀ − Σ̂₁: max err', float(ds.rel_err_proof_X.max()), TOL),
+        Check('G = −WX (Eq. 5) against Lemma 1\'s G: max err', float(ds.rel_err_G_eq5.max()), TOL)])
