@@ -16,18 +16,22 @@ import xarray as xr
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .core import (SectionRun, check_choice, check_positive, combine_verdicts, holm, judge_all,
-                                  judge_claim, set_seed)
+from .core import (Judgement, Part, SectionRun, Untested, Within, check_choice, check_positive,
+                                  judge_all, judge_claim, judge_within, paired_diff, set_seed)
 from .evaluation import effective_rank, knn_accuracy, singular_values
 from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
                                     info_nce, make_prototypes, vicreg)
-from .paper import PAPER
+from .paper import PAPER, effects_of, paper_effect
 
 # %% auto #0
-__all__ = ['PROFILES', 'STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy',
-           'BatchedMLP', 'Variant', 'bt_lambda_for', 'base_loss', 'torch_threads', 'train_variants', 'measure',
-           'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std', 'base_table',
-           'plot_embeddings', 'plot_spectra', 'judge_bases', 'table5_summary', 'parts_verdict', 'lambda_parts']
+__all__ = ['PROFILES', 'STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'METRICS', 'LAMBDA_BEST', 'LAMBDA_REF', 'STABLE_MARGIN',
+           'SIM_ORDER', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy', 'BatchedMLP', 'Variant',
+           'bt_lambda_for', 'base_loss', 'torch_threads', 'train_variants', 'measure', 'prototype_alignment',
+           'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std', 'base_table', 'plot_embeddings', 'plot_spectra',
+           'accuracy_resolution', 'metric_array', 'paired_part', 'paired_within', 'judge_pairs', 'judge_table5',
+           'part_effects', 'table5_table', 'sensitivity_text', 'effects_text', 'plot_table5', 'judge_etf', 'plot_etf',
+           'lambda_parts', 'lambda_sweep', 'judge_table1_synthetic', 'plot_lambda', 'judge_table2_synthetic',
+           'plot_similarities']
 
 # %% ../nbs/03_clop_synthetic.ipynb #45292c90
 _FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5',
@@ -441,74 +445,337 @@ def plot_spectra(ds: xr.Dataset, variants: list[str], axes):
     axes[0].set_ylabel('σ_k / Σσ (normalized embeddings)')
 
 # %% ../nbs/03_clop_synthetic.ipynb #7f3d7b99
-def judge_bases(a: xr.DataArray,   # metric of setting A, dims (base, seed)
-                b: xr.DataArray,   # metric of setting B, paired with `a`
-                expected: int,     # +1: the claim says A > B; −1: A < B
-                digits: int = 3,   # decimals in the text
-               ) -> dict:         # base -> core.Part: (verdict, 'name Δ ± s.e. (p = …) → verdict')
-    "Per base loss: the paired effect A − B over seeds, judged by the significance rule, and its text."
-    return {str(k): judge_claim(a.sel(base=k), b.sel(base=k), expected, BASE_NAMES.get(str(k), str(k)), digits)
-            for k in a.base.values}
+def accuracy_resolution(ds: xr.Dataset,  # a sweep dataset (or a selection of it) with its `labelled` mask
+                       ) -> float:       # 1 / the unlabelled points a kNN accuracy is scored on
+    "The kNN accuracy's step: one point of the unlabelled 90 % (1/450 at the paper's 500 points)."
+    if 'labelled' not in ds:
+        raise ValueError("ds has no 'labelled' variable: pass resolution= (1 / the test points)")
+    lab = ds.variables['labelled']
+    return 1.0 / int((lab.values == 0).sum(axis=lab.dims.index('point')).min())
 
-def table5_summary(ds: xr.Dataset,   # sweep dataset with the SSL variant and the CLOP variants
-                   clops: dict,      # weighting name -> CLOP variant label
-                  ) -> tuple[pd.DataFrame, dict]:  # the table; part -> weighting -> base -> (verdict, text)
-    "Table 5 view (SSL vs + CLOP per base, each weighting) and the three judged parts of the claim."
+def metric_array(ds: xr.Dataset,  # a sweep dataset: `var` by base, variant and seed
+                 var: str,        # the metric
+                ) -> tuple[np.ndarray, dict]:  # values (base, variant, seed); variant label -> index
+    "A metric as a plain array in a fixed order, and where each variant sits: the judges' paired selections."
+    v = ds.variables[var]
+    x = np.moveaxis(v.values, [v.dims.index(d) for d in ('base', 'variant', 'seed')], [0, 1, 2])
+    return x, {str(l): i for i, l in enumerate(ds.indexes['variant'])}
+
+def paired_part(label: str,                  # the part's name
+                a: np.ndarray, b: np.ndarray,  # per seed, paired: a > b claimed (+1), a < b (−1)
+                expected: int = 1, digits: int = 3, resolution: float = 0.0,
+                paper: float | None = None, headroom: float | None = None,
+               ) -> Part:                      # exactly `core.judge_claim(a, b, …)` on arrays along 'seed'
+    "`core.judge_claim` on per-seed arrays: the paired mean, its s.e. (std/√n), the t-test in `core.Part`."
+    d = np.asarray(a, float) - np.asarray(b, float); n = d.shape[0]
+    return Part(label, float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, n, expected,
+                digits, resolution, paper=paper, headroom=headroom)
+
+def paired_within(label: str,                  # the part's name
+                  a: np.ndarray, b: np.ndarray,  # one metric per seed, paired
+                  margin: float,                 # the claim: |a − b| < margin ('both') or a − b < margin ('upper')
+                  side: str = 'both', digits: int = 3, resolution: float = 0.0,
+                 ) -> Within:                    # exactly `core.judge_within(a, b, …)` on arrays along 'seed'
+    "`core.judge_within` on per-seed arrays: the paired mean, its s.e., TOST in `core.Within`."
+    d = np.asarray(a, float) - np.asarray(b, float); n = d.shape[0]
+    return Within(label, float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, n, margin,
+                  side, digits, resolution)
+
+def _oracle(ds: xr.Dataset, default: float = 1.0) -> float:
+    "The accuracy's ceiling: the nearest-true-line oracle's mean where the dataset has it."
+    return float(ds.variables['acc_oracle'].values.mean()) if 'acc_oracle' in ds else default
+
+# variable -> its name in a part, decimals, its range (the headroom's limits; an accuracy's top is the oracle)
+METRICS = {'acc': ('accuracy', 3, (0.0, 1.0)), 'class_cos': ('class |cos|', 2, (0.0, 1.0)),
+           'erank': ('effective rank', 2, (1.0, 3.0))}
+
+def judge_pairs(ds: xr.Dataset,     # sweep dataset: `var` by base x variant x seed
+                var: str,           # 'acc', 'class_cos' or 'erank'
+                a: str, b: str,     # variant labels: the claim is a > b (expected=+1) or a < b (−1), per base
+                expected: int,      # +1 or −1
+                name: str,          # how the pair is named, e.g. 'CLOP − SSL'
+                prefix: str = '',   # put before each part's name, e.g. 'mean weighting, '
+                bases: list | None = None,      # the base losses to judge (None: all in `ds`)
+                resolution: float = 0.0,        # the metric's step (an accuracy's: `accuracy_resolution`)
+                paper: float | None = None,     # the paper's effect in this unit (None: it gives none)
+               ) -> list[Part]:     # a core Part per base, '<prefix><base>: <name> <metric>', before Holm
+    """Per base loss, the paired comparison a − b over seeds (`paired_part`, i.e. `core.judge_claim`), with
+    the headroom (how far b can move the claimed way; an accuracy up to the nearest-line oracle) where the
+    paper gives an effect."""
+    what, digits, (lo, hi) = METRICS[check_choice('var', var, tuple(METRICS))]
+    x, at = metric_array(ds, var)
+    if var == 'acc': hi = _oracle(ds, hi)
+    out = []
+    for k, xa, xb in zip(ds.indexes['base'], x[:, at[a]], x[:, at[b]]):
+        if bases is not None and k not in bases: continue
+        room = None if paper is None else float(hi - xb.mean() if expected > 0 else xb.mean() - lo)
+        out.append(paired_part(f'{prefix}{BASE_NAMES.get(str(k), str(k))}: {name} {what}', xa, xb, expected,
+                               digits, resolution, paper, room))
+    return out
+
+# %% ../nbs/03_clop_synthetic.ipynb #beb1a357
+def judge_table5(ds: xr.Dataset,           # the sweep or clop.table5's selection: SSL, CLOP in both weightings
+                 clop_weight: float = 1.0,  # CLOP's λ in the Table 5 runs
+                 resolution: float | None = None,  # the accuracy's step (None: from `ds.labelled`)
+                ) -> Judgement:
+    """clop Table 5's claim, per base loss and CLOP weighting, CLOP − SSL paired over seeds: kNN accuracy
+    higher, class-mean directions closer to orthogonal (lower mean |cos|), and for InfoNCE / DCL a higher
+    effective rank; Holm across all (`core.judge_all`). The paper's effects are images: agree, never differ."""
+    res = accuracy_resolution(ds) if resolution is None else resolution
+    eff = lambda part: paper_effect('clop.table5', f'CLOP − SSL {part}')
+    contrastive = [b for b in ('infonce', 'dcl') if b in ds.indexes['base']]
+    parts = []
+    for how in CLOP_WEIGHTINGS:
+        clop, pre = Variant('orthonormal', clop_weight, 'cosine', how).label, f'{how} weighting, '
+        parts += judge_pairs(ds, 'acc', clop, 'SSL', +1, 'CLOP − SSL', pre, resolution=res,
+                             paper=eff('accuracy'))
+        parts += judge_pairs(ds, 'class_cos', clop, 'SSL', -1, 'CLOP − SSL', pre, paper=eff('class |cos|'))
+        if contrastive:
+            parts += judge_pairs(ds, 'erank', clop, 'SSL', +1, 'CLOP − SSL', pre, contrastive,
+                                 paper=eff('effective rank'))
+    if not contrastive:
+        parts.append(Untested('InfoNCE / DCL effective rank', 'neither InfoNCE nor DCL was run'))
+    return judge_all(parts)
+
+def part_effects(j: Judgement,   # a claim's judgement
+                 prefix: str,    # the parts' common start, e.g. 'mean weighting, '
+                 what: str,      # the metric's name at their end, e.g. 'accuracy'
+                ) -> pd.Series:  # base name -> the part's effect text (Δ ± s.e., p against its Holm level)
+    "The Holm-adjusted effects of one metric's parts, by base loss, for a table column."
+    return pd.Series({p.label[len(prefix):].split(':')[0]: p.effect for p in j.parts
+                      if isinstance(p, Part) and p.label.startswith(prefix) and p.label.endswith(what)},
+                     dtype=object)
+
+def table5_table(ds: xr.Dataset,          # the sweep (or clop.table5's selection)
+                 j: Judgement,            # from `judge_table5`
+                 clop_weight: float = 1.0,  # CLOP's λ in the Table 5 runs
+                ) -> pd.DataFrame:        # base loss x (metric, variant), 'mean ± std' over seeds
+    "The Table 5 view: SSL against + CLOP in each weighting, with the paired effects the verdict rests on."
     s = ds.sel(variant='SSL')
     cols = {'kNN acc, SSL': mean_std(s.acc).to_pandas(),
             'erank ẑ, SSL': mean_std(s.erank, digits=2).to_pandas(),
             'class |cos|, SSL': mean_std(s.class_cos, digits=2).to_pandas()}
-    contrastive = [b for b in ('infonce', 'dcl') if b in ds.base.values]
-    parts = {'accuracy': {}, 'orthogonality': {}, 'collapse': {}}
-    for how, lab in clops.items():
-        c = ds.sel(variant=lab)
-        parts['accuracy'][how] = judge_bases(c.acc, s.acc, +1)
-        parts['orthogonality'][how] = judge_bases(c.class_cos, s.class_cos, -1, 2)
-        parts['collapse'][how] = judge_bases(c.erank.sel(base=contrastive), s.erank.sel(base=contrastive), +1,
-                                             2)
+    for how in CLOP_WEIGHTINGS:
+        c = ds.sel(variant=Variant('orthonormal', clop_weight, 'cosine', how).label)
         cols[f'kNN acc, +CLOP {how}'] = mean_std(c.acc).to_pandas()
-        cols[f'Δ acc {how} (paired)'] = pd.Series({b: p.effect for b, p in parts['accuracy'][how].items()})
+        cols[f'Δ acc {how} (paired)'] = part_effects(j, f'{how} weighting, ', 'accuracy').rename(
+            index={v: k for k, v in BASE_NAMES.items()})
         cols[f'erank ẑ, +CLOP {how}'] = mean_std(c.erank, digits=2).to_pandas()
         cols[f'class |cos|, +CLOP {how}'] = mean_std(c.class_cos, digits=2).to_pandas()
         cols[f'kNN acc on ẑ, +CLOP {how}'] = mean_std(c.acc_normalized).to_pandas()
     cols['kNN acc on ẑ, SSL'] = mean_std(s.acc_normalized).to_pandas()
     tab = pd.DataFrame(cols); tab.index = [BASE_NAMES[b] for b in tab.index]; tab.index.name = 'base loss'
-    return tab, parts
+    return tab
 
-def parts_verdict(parts: dict) -> str:
-    """Holm across every comparison of a nested `{part: {weighting: {base: Part}}}` (each re-judged in place
-    at its Holm level), then the weakest verdict."""
-    keys = [(p, w, b) for p in parts for w in parts[p] for b in parts[p][w]]
-    for (p, w, b), lv in zip(keys, holm([parts[p][w][b].p for p, w, b in keys])):
-        parts[p][w][b] = parts[p][w][b].at(lv)
-    return combine_verdicts(parts[p][w][b][0] for p, w, b in keys)
+def sensitivity_text(ds_alt: xr.Dataset,      # the sensitivity sweep: SSL and CLOP for Barlow Twins / VICReg
+                     clop_weight: float,      # CLOP's λ
+                     bt_lambda_alt: float,    # its Barlow Twins λ_off
+                     vicreg_cov_alt: float,   # its VICReg covariance weight
+                    ) -> str:                 # one sentence, reported beside the verdict, not judged
+    "Table 5's sensitivity run in words: the baselines' accuracy and CLOP − SSL (mean weighting), not judged."
+    clop = Variant('orthonormal', clop_weight, 'cosine').label
+    gaps = []
+    for b in ds_alt.base.values:
+        d, se = paired_diff(ds_alt.acc.sel(base=b, variant=clop), ds_alt.acc.sel(base=b, variant='SSL'))
+        gaps.append(f'{BASE_NAMES[b]} {float(d):+.3f} ± {float(se):.3f}')
+    return (f"Sensitivity (not judged): Barlow Twins at λ_off = {bt_lambda_alt:g} / VICReg covariance "
+            f"×{vicreg_cov_alt:g}: SSL kNN "
+            + ', '.join(f'{BASE_NAMES[b]} {float(ds_alt.acc.sel(base=b, variant="SSL").mean()):.3f}'
+                        for b in ds_alt.base.values)
+            + '; CLOP − SSL (mean weighting, paired Δ ± s.e.) ' + '; '.join(gaps))
+
+def effects_text(id: str) -> str:
+    "The paper's effects of one result as the registry gives them, for `Judgement.detect`."
+    return '; '.join(f'{e.part} {e.value:.3g}' if e.value is not None else f'{e.part}: no number'
+                     for e in effects_of(id))
+
+def plot_table5(ds: xr.Dataset,           # the sweep: SSL and CLOP (orthonormal, cosine) in both weightings
+                clop_weight: float = 1.0,  # CLOP's λ
+               ):
+    "Table 5's figure: seed 0's embeddings without and with CLOP (mean weighting), and the spectra over seeds."
+    bases = list(ds.base.values); mean, lit = (Variant('orthonormal', clop_weight, 'cosine', h).label
+                                               for h in CLOP_WEIGHTINGS)
+    fig = plt.figure(figsize=(3.3 * len(bases), 10))
+    grid = fig.add_gridspec(3, len(bases), height_ratios=[1, 1, 0.8])
+    axes = [[fig.add_subplot(grid[i, j], projection='3d') for j in range(len(bases))] for i in range(2)]
+    plot_embeddings(ds, ['SSL', mean], axes=axes)
+    plot_spectra(ds, ['SSL', mean, lit], [fig.add_subplot(grid[2, j]) for j in range(len(bases))])
+    fig.suptitle(f'clop Table 5 (synthetic 3-D demo), ours: output embeddings of seed {ds.seed.values[0]} '
+                 f'without (top) and with CLOP (middle, orthonormal, λ={clop_weight:g}, mean weighting); '
+                 f'bottom: spectra over {ds.sizes["seed"]} seeds', fontsize=10)
+    fig.subplots_adjust(left=0.05, right=0.98, bottom=0.06, top=0.92, hspace=0.3, wspace=0.25)
+    return fig
+
+# %% ../nbs/03_clop_synthetic.ipynb #f8c3b381
+def judge_etf(ds: xr.Dataset,            # the sweep (or clop.etf's selection): CLOP with both prototype kinds
+              clop_weight: float = 1.0,  # CLOP's λ (cosine, mean weighting)
+              resolution: float | None = None,  # the accuracy's step (None: from `ds.labelled`)
+             ) -> Judgement:
+    """Orthonormal against simplex-ETF prototypes, per base loss, paired over seeds: kNN accuracy and the
+    effective rank of ẑ higher with orthonormal ones; Holm across all (`core.judge_all`). The paper's effects
+    are figures."""
+    res = accuracy_resolution(ds) if resolution is None else resolution
+    o, e = (Variant(k, clop_weight, 'cosine').label for k in ('orthonormal', 'etf'))
+    return judge_all(
+        judge_pairs(ds, 'acc', o, e, +1, 'orthonormal − ETF', resolution=res,
+                    paper=paper_effect('clop.etf', 'orthonormal − ETF accuracy'))
+        + judge_pairs(ds, 'erank', o, e, +1, 'orthonormal − ETF',
+                      paper=paper_effect('clop.etf', 'orthonormal − ETF effective rank')))
+
+def plot_etf(ds: xr.Dataset,            # the sweep: SSL and CLOP with orthonormal and with ETF prototypes
+             clop_weight: float = 1.0,  # CLOP's λ (cosine, mean weighting)
+            ):
+    "The ETF figure: seed 0's embeddings with simplex-ETF prototypes; the spectra of SSL / orthonormal / ETF."
+    bases = list(ds.base.values)
+    o, e = (Variant(k, clop_weight, 'cosine').label for k in ('orthonormal', 'etf'))
+    fig = plt.figure(figsize=(3.3 * len(bases), 7))
+    grid = fig.add_gridspec(2, len(bases), height_ratios=[1, 0.8])
+    plot_embeddings(ds, [e], axes=[[fig.add_subplot(grid[0, j], projection='3d') for j in range(len(bases))]])
+    plot_spectra(ds, ['SSL', o, e], [fig.add_subplot(grid[1, j]) for j in range(len(bases))])
+    fig.suptitle(f'clop (§5, ETF comparison) on the synthetic demo, ours: embeddings with simplex-ETF '
+                 f'prototypes (seed {ds.seed.values[0]}); spectra of SSL / orthonormal / ETF', fontsize=10)
+    fig.subplots_adjust(left=0.05, right=0.98, bottom=0.08, top=0.88, hspace=0.3, wspace=0.25)
+    return fig
 
 # %% ../nbs/03_clop_synthetic.ipynb #6b11f0a2
-def lambda_parts(acc: xr.DataArray,  # kNN accuracy by variant x seed, averaged over base losses
-                 lams: list,         # the λ of each variant, in order
-                 labels: list,       # the variant labels
-                 best_set: tuple = (1.0, 1.5),  # the paper's best λ values
-                ) -> dict:           # part -> (verdict, text)
-    "clop Table 1's two claims on one λ sweep: the best λ lies in `best_set`, and every λ is within noise of the best."
-    mean = {lab: float(acc.sel(variant=lab).mean('seed')) for lab in labels}
-    best = max(labels, key=mean.get)
-    inset = [l for l, w in zip(labels, lams) if w in best_set]
-    out = [l for l, w in zip(labels, lams) if w not in best_set]
-    if inset and out:
-        top = max(inset, key=mean.get)
-        wins = [judge_claim(acc.sel(variant=top), acc.sel(variant=l), +1)[0] for l in out]
-        # 'differ' needs a λ outside the set to beat every λ inside it: Holm across those comparisons
-        lp = {(l, i): judge_claim(acc.sel(variant=l), acc.sel(variant=i), +1) for l in out for i in inset}
-        lv = dict(zip(lp, holm([p.p for p in lp.values()])))
-        losses = [all(lp[(l, i)].at(lv[(l, i)])[0] == 'agree' for i in inset) for l in out]
-        best_v = 'agree' if all(w == 'agree' for w in wins) else 'differ' if any(losses) else 'inconclusive'
-    else: best_v = 'inconclusive'                                      # the sweep cannot test it
-    below = {l: judge_claim(acc.sel(variant=best), acc.sel(variant=l), +1)[0] for l in labels
-             if l != best}
-    stable_v = 'differ' if any(v == 'agree' for v in below.values()) else 'agree'
-    w_of = dict(zip(labels, lams))
-    texts = ', '.join(f'λ={w_of[l]:g}: {mean[l]:.3f}' for l in labels)
-    gaps = '; '.join(
-        f'best − λ={w_of[l]:g} {judge_claim(acc.sel(variant=best), acc.sel(variant=l)).effect}'
-                     for l in labels if l != best)
-    return {'best': (best_v, f'{texts}; best λ={w_of[best]:g}'), 'stable': (stable_v, gaps)}
+LAMBDA_BEST = (1.0, 1.5)  # clop Table 1: "λ = 1.0 and λ = 1.5 yielding the best overall performance"
+LAMBDA_REF = 1.0          # the paper's λ in every other experiment ("a hand-tuned hyperparameter, λ = 1", §5)
+STABLE_MARGIN = 0.08      # "stable": within ±0.08 of λ = 1, the widest gap the paper's own Table 1 calls stable
+                          # (Tiny-ImageNet top-1, λ 0.1 0.616 against λ 1.0 0.696; CIFAR-100's widest: 0.014)
+
+def lambda_parts(acc: xr.DataArray,     # (variant, seed) accuracy, variant labels in `labels`
+                 lambdas: list[float],  # the λ of each label, in order
+                 labels: list[str],     # the variant labels of `acc` to judge, one per λ
+                 resolution: float = 0.0,  # the accuracy's step (1 / test images; 0: continuous)
+                 paper: dict | None = None,  # a 'best' part's name ('λ 1 − λ 0.1') -> the paper's effect there
+                 name: str = '',        # put before every part's name (a dataset, a weighting), e.g. 'C-100'
+                 margin: float = STABLE_MARGIN,  # the "stable" parts' equivalence margin (accuracy)
+                 ceiling: float | None = None,  # the accuracy's ceiling (an oracle, 1.0): the headroom's top
+                ) -> dict[str, list]:   # {'best': [parts…], 'stable': [parts…]}: core parts, for judge_all
+    """clop Table 1's claim on one λ sweep as core parts, every comparison fixed before looking at the results.
+
+    'best': each of the paper's best λ (`LAMBDA_BEST`: 1.0, 1.5) in the sweep against each λ outside them, the
+    best one claimed higher (`judge_claim`, one `Part` named 'λ 1 − λ 0.1'); no λ is picked after the fact.
+    'stable': each other λ within ±`margin` of λ = 1 (`LAMBDA_REF`, the paper's default), by TOST
+    (`judge_within`, a `Within` named 'λ 0.1 − λ 1 stable'). A part the sweep cannot form is `Untested`.
+    `paper` maps a 'best' part's name to the paper's effect (a magnitude, in `acc`'s unit), e.g.
+    `{'λ 1 − λ 0.1': 0.0445}`; a name it lacks, or `paper=None`, means the paper gives none: that part can
+    agree, never differ. Pass both lists to `core.judge_all` together with the claim's other parts, so that
+    Holm runs across all of them (both datasets, both weightings)."""
+    lambdas, labels = [float(l) for l in lambdas], list(labels)
+    if len(lambdas) != len(labels) or not labels:
+        raise ValueError(f"lambdas and labels must be non-empty and of one length; got {lambdas} and {labels}")
+    if len(set(lambdas)) != len(lambdas): raise ValueError(f"lambdas must be distinct; got {lambdas}")
+    pos = {str(v): i for i, v in enumerate(acc['variant'].values)}
+    if missing := [l for l in labels if l not in pos]:
+        raise ValueError(f"labels {missing} are not variants of acc")
+    if acc.ndim != 2 or 'seed' not in acc.dims: raise ValueError(f"acc must be (variant, seed); got {acc.dims}")
+    arr = acc.transpose('variant', 'seed').values
+    return _lambda_parts({l: arr[pos[lab]] for l, lab in zip(lambdas, labels)}, resolution, paper, name, margin,
+                         ceiling)
+
+def _lambda_parts(x: dict, resolution: float, paper: dict | None, name: str, margin: float,
+                  ceiling: float | None) -> dict[str, list]:
+    "`lambda_parts` on plain arrays: λ -> accuracy per seed (paired across λ)."
+    check_positive('margin', margin)
+    paper, pre, lambdas = dict(paper or {}), f'{name}: ' if name else '', list(x)
+    inside = [l for l in LAMBDA_BEST if l in x]; outside = [l for l in lambdas if l not in LAMBDA_BEST]
+    best_set = '{' + ', '.join(f'{l:g}' for l in LAMBDA_BEST) + '}'
+    if not inside or not outside:
+        why = ("the sweep has none of the paper's best λ " if not inside
+               else "the sweep has no λ outside the paper's best ") + best_set
+        best = [Untested(f'{pre}best λ in {best_set}', why)]
+    else:
+        best = [paired_part(pre + f'λ {hi:g} − λ {lo:g}', x[hi], x[lo], +1, resolution=resolution,
+                            paper=paper.get(f'λ {hi:g} − λ {lo:g}'),
+                            headroom=None if ceiling is None else float(ceiling - x[lo].mean()))
+                for hi in inside for lo in outside]
+    if LAMBDA_REF not in x or len(lambdas) < 2:
+        stable = [Untested(f'{pre}stable over λ', f'the sweep lacks λ = {LAMBDA_REF:g} or a second λ')]
+    else:
+        stable = [paired_within(f'{pre}λ {l:g} − λ {LAMBDA_REF:g} stable', x[l], x[LAMBDA_REF], margin,
+                                resolution=resolution) for l in lambdas if l != LAMBDA_REF]
+    return {'best': best, 'stable': stable}
+
+# %% ../nbs/03_clop_synthetic.ipynb #ba733839
+def lambda_sweep(ds: xr.Dataset,  # the sweep (or clop.table1_synthetic's selection)
+                 how: str,        # CLOP weighting: 'mean' or 'literal'
+                ) -> tuple[list[float], list[str]]:  # the λ values run (ascending) and their variant labels
+    "The λ sweep of one weighting in a dataset: orthonormal prototypes, cosine similarity."
+    c = {k: ds.variables[k].values for k in ('prototypes', 'similarity', 'weighting', 'weight')}
+    keep = (c['prototypes'] == 'orthonormal') & (c['similarity'] == 'cosine') & (c['weighting'] == how)
+    lams = sorted(float(w) for w in c['weight'][keep])
+    return lams, [Variant('orthonormal', l, 'cosine', how).label for l in lams]
+
+def judge_table1_synthetic(ds: xr.Dataset,  # the sweep: the λ variants in both weightings (and SSL, unused)
+                           resolution: float | None = None,  # one base's accuracy step (None: `ds.labelled`)
+                           margin: float = STABLE_MARGIN,    # the "stable" margin (see `lambda_parts`)
+                          ) -> Judgement:
+    """clop Table 1 on the synthetic data: `lambda_parts` on the kNN accuracy averaged over base losses per
+    seed, in each CLOP weighting, the paper's effects from the registry; Holm across both weightings' parts."""
+    res = (accuracy_resolution(ds) if resolution is None else resolution) / ds.sizes['base']  # of the mean
+    paper = {e.part: e.value for e in effects_of('clop.table1_synthetic')}
+    ceiling, (x, at), parts = _oracle(ds, None), metric_array(ds, 'acc'), []
+    for how in CLOP_WEIGHTINGS:
+        lams, labels = lambda_sweep(ds, how)
+        if not lams:
+            parts.append(Untested(f'{how} weighting: λ sweep', f'no λ variant in the {how} weighting'))
+            continue
+        avg = {l: x[:, at[lab]].mean(0) for l, lab in zip(lams, labels)}   # "overall": the mean over bases
+        p = _lambda_parts(avg, res, paper, f'{how} weighting', margin, ceiling)   # = lambda_parts on arrays
+        parts += p['best'] + p['stable']
+    return judge_all(parts)
+
+def plot_lambda(sub: xr.Dataset,   # clop.table1_synthetic's dataset: the λ variants in both weightings
+                knn_k: int = 5,    # for the axis label
+               ):
+    "kNN accuracy against λ per base loss, mean ± std over seeds (solid: mean weighting, dotted: literal)."
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for how, ls in zip(CLOP_WEIGHTINGS, ('-', ':')):
+        lams, labels = lambda_sweep(sub, how)
+        for i, b in enumerate(sub.base.values):
+            a = sub.acc.sel(base=b, variant=labels)
+            ax.errorbar(lams, a.mean('seed'), yerr=a.std('seed'), marker='o', capsize=3, ls=ls,
+                        label=f'{BASE_NAMES[b]} ({how})', color=f'C{i}')
+    ax.set_xlabel("λ (the paper's values)"); ax.set_ylabel(f'kNN accuracy (k={knn_k})')
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title('clop Table 1 on the synthetic demo, ours: kNN accuracy vs λ (solid: mean, dotted: literal)',
+                 fontsize=8)
+    return fig
+
+# %% ../nbs/03_clop_synthetic.ipynb #903509b7
+SIM_ORDER = ('cosine', 'euclidean', 'manhattan')   # clop Table 2's order: 0.754, 0.749, 0.715
+
+def judge_table2_synthetic(ds: xr.Dataset,           # the sweep: CLOP with each similarity (orthonormal, mean)
+                           clop_weight: float = 1.0,  # CLOP's λ in these runs
+                           resolution: float | None = None,  # one base's accuracy step (None: `ds.labelled`)
+                          ) -> Judgement:
+    """clop Table 2's order on the synthetic data, pair by pair (cosine > Euclidean > Manhattan, for the
+    similarities run), on the kNN accuracy averaged over base losses per seed; the paper's gaps from the
+    registry, Holm across the pairs."""
+    res = (accuracy_resolution(ds) if resolution is None else resolution) / ds.sizes['base']
+    (x, at), top = metric_array(ds, 'acc'), _oracle(ds)
+    labels = {s: Variant('orthonormal', clop_weight, s).label for s in SIM_ORDER}
+    avg = {s: x[:, at[l]].mean(0) for s, l in labels.items() if l in at}
+    if len(avg) < 2: return judge_all([Untested('similarity order', 'fewer than two similarities were run')])
+    run_ = list(avg)                                                  # per seed, the mean over the base losses
+    return judge_all([paired_part(f'{a} − {b}', avg[a], avg[b], +1, resolution=res,
+                                  paper=paper_effect('clop.table2_synthetic', f'{a} − {b}'),
+                                  headroom=top - float(avg[b].mean()))
+                      for i, a in enumerate(run_) for b in run_[i + 1:]])
+
+def plot_similarities(sub: xr.Dataset,  # clop.table2_synthetic's dataset: SSL, one CLOP per similarity
+                      names: list[str],  # the bars' names, in `sub.variant` order
+                      knn_k: int = 5,    # for the axis label
+                     ):
+    "Bars of kNN accuracy per base loss and similarity, mean ± std over seeds."
+    fig, ax = plt.subplots(figsize=(6, 4))
+    width = 0.8 / len(names)
+    for i, (name, v) in enumerate(zip(names, sub.variant.values)):
+        a = sub.acc.sel(variant=v)
+        ax.bar(np.arange(sub.sizes['base']) + (i - (len(names) - 1) / 2) * width, a.mean('seed'), width,
+               yerr=a.std('seed'), capsize=2, label=name)
+    ax.set_xticks(np.arange(sub.sizes['base']), [BASE_NAMES[b] for b in sub.base.values])
+    ax.set_ylabel(f'kNN accuracy (k={knn_k})'); ax.set_ylim(0.3, 1); ax.legend(fontsize=7, ncol=4)
+    ax.set_title('clop Table 2 on the synthetic demo, ours: similarity in the CLOP term', fontsize=9)
+    return fig
