@@ -13,15 +13,18 @@ import torch.nn.functional as F
 import xarray as xr
 from torch import Tensor
 
-from .core import ALPHA, Part, check_choice, judge_all, judge_claim
+from .core import (Judgement, Part, Untested, check_choice, judge_all, judge_bound,
+                                  judge_claim)
 from .evaluation import kfold_probe, knn_topk, stratified_folds
 from .models import BACKBONES, make_backbone
+from .paper import effects_of, paper_effect
 from .train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'NEEDS', 'COLLAPSE', 'check_params', 'directclr_settings', 'select_settings', 'cv_scores', 'plan_runs',
-           'Untested', 'judge_part', 'judge_parts', 'setting_table', 'bar_panel', 'curve_panel', 'spectrum_panel',
-           'collapsed']
+__all__ = ['PROFILES', 'NEEDS', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'COLLAPSE', 'check_params', 'directclr_settings',
+           'select_settings', 'cv_scores', 'plan_runs', 'order_part', 'paper_text', 'setting_table', 'bar_panel',
+           'curve_panel', 'judge_table1', 'judge_table2', 'judge_subvector', 'spectrum_panel', 'collapsed',
+           'judge_fig9', 'judge_fig2', 'judge_fig12']
 
 # %% ../nbs/04_directclr.ipynb #942ec2dd
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -132,46 +135,35 @@ def plan_runs(p: dict,                # the notebook's parameters (`SectionRun.p
                 runs=sweep_configs(base, {}, seeds, train_dir, settings=settings))
 
 # %% ../nbs/04_directclr.ipynb #462a1ca3
-class Untested(tuple):
-    "A part our scale cannot test: ('inconclusive', text), with the reason (`why`, also its `note`)."
-    def __new__(cls, text: str, why: str):
-        self = super().__new__(cls, ('inconclusive', text))
-        self.why = self.note = why
-        return self
+def _row(metric: xr.DataArray, dim: str, key) -> xr.DataArray:
+    "One entry of `dim` (a setting, a d₀), picked through numpy: cheaper than `.sel` in the null test."
+    keys = [k if isinstance(k, (int, np.integer)) else str(k) for k in metric[dim].values]
+    vals = np.moveaxis(metric.values, metric.get_axis_num(dim), 0)
+    return xr.DataArray(vals[keys.index(key)], dims=[d for d in metric.dims if d != dim])
 
-def judge_part(metric: xr.DataArray,         # (setting, seed) the metric compared
-               a: str, b: str,               # the claim: a > b
-               paper: float | None = None,   # the paper's a − b in the metric's units (None: no number printed)
-               resolution: float = 0.0,      # one image's share for accuracies, 0 for continuous metrics
-               digits: int = 3,              # decimals shown
-              ) -> tuple:                    # a core `Part` (to test) or an `Untested`, both (verdict, text)
-    "One part 'a > b' of a claim, labelled with the paper's effect; `Untested` if a setting was not trained."
-    ref = 'paper: no number' if paper is None else f'paper {paper:+.{digits}f}'
-    missing = [s for s in (a, b) if s not in [str(v) for v in metric.setting.values]]
+def order_part(metric: xr.DataArray,          # (setting, seed): the compared metric
+               a: str, b: str,                # the claim: a > b
+               id: str,                       # the result ID: its registered effect `part` is the paper's
+               resolution: float = 0.0,       # the metric's step: one image of the probe's; 0: continuous
+               baseline: float | None = None, # the raw pixels under the same probe: headroom 1 − baseline
+               digits: int = 3,               # decimals shown
+               part: str | None = None,       # the pair's name in the registry (default 'a − b')
+              ) -> Part | Untested:           # a core part, for `core.judge_all`
+    "One part 'a > b' through `core.judge_claim`, the paper's effect from the registry, or `Untested`."
+    name = part or f'{a} − {b}'
+    paper = paper_effect(id, name)                       # a KeyError naming the registered parts otherwise
+    have = [str(v) for v in metric['setting'].values]
+    missing = [s for s in (a, b) if s not in have]
     if missing:
-        why = f"{a} − {b}: {' and '.join(missing)} not trained at this profile (-p settings=all trains it)"
-        return Untested(f'{why} → inconclusive', why)
-    part = judge_claim(metric.sel(setting=a), metric.sel(setting=b), +1, f'{a} − {b} ({ref})', digits,
-                       resolution=resolution)
-    part.pair, part.paper, part.ref = f'{a} − {b}', paper, ref
-    return part
+        why = f"{name}: {' and '.join(missing)} not trained at this profile (-p settings=all trains it)"
+        return Untested(why, why)
+    return judge_claim(_row(metric, 'setting', a), _row(metric, 'setting', b), +1, name, digits,
+                       resolution=resolution, paper=paper, headroom=None if baseline is None else 1 - baseline)
 
-def judge_parts(parts: list,  # one claim's judge_part results (and any Untested)
-               ) -> tuple[str, str, str, str]:  # verdict, text, detect line, untestable line ('' if none)
-    """One claim: a part whose detectable effect at Holm's strictest level (α/m, m tested parts) exceeds the
-    paper's effect is `Untested`; Holm over the rest (`core.judge_all`), then the weakest verdict."""
-    m, out = max(1, sum(isinstance(p, Part) for p in parts)), []
-    for p in parts:
-        if isinstance(p, Part):
-            det = p.at(ALPHA / m).detectable
-            if p.paper is not None and det > abs(p.paper):
-                why = f"{p.pair}: detects ≥ {det:.{p.digits}f}, above the paper's {abs(p.paper):.{p.digits}f}"
-                p = Untested(f"{p.label} {p.diff:+.{p.digits}f} ± {p.se:.{p.digits}f}: detects ≥ "
-                             f"{det:.{p.digits}f} at α/{m}, above the paper's effect → inconclusive", why)
-            else: p.note = f"{p.pair}: detects ≥ {det:.{p.digits}f} ({p.ref})"
-        out.append(p)
-    v, text = judge_all(out)
-    return v, text, '; '.join(p.note for p in out), '; '.join(p.why for p in out if isinstance(p, Untested))
+def paper_text(id: str) -> str:
+    "The paper's effects of a result, from the registry, for a `detect=` line: 'a − b +0.112, …'."
+    size = lambda v: 'a figure, no number' if v is None else f'+{v:.3f}'
+    return ', '.join(f"{e.part} {size(e.value)}" for e in effects_of(id))
 
 def setting_table(ds: xr.Dataset, names: list, metrics: dict) -> pd.DataFrame:
     "Mean ± std over seeds of some metrics, one row per setting."
@@ -207,6 +199,49 @@ def curve_panel(ax, ds: xr.Dataset, names: list, var: str, title: str, ylabel: s
         ax.fill_between(v.epoch, v.min('seed'), v.max('seed'), alpha=0.2)
     ax.set(xlabel='epoch (0: untrained)', ylabel=ylabel); ax.set_title(title, fontsize=9); ax.legend(fontsize=7)
 
+# %% ../nbs/04_directclr.ipynb #e1498ce8
+TABLE1 = (('mlp2', 'directclr'), ('directclr', 'linear'), ('linear', 'none'), ('directclr', 'none'))
+
+def judge_table1(ds: xr.Dataset,                # `probe` (setting, seed): the cross-validated probe's accuracy
+                 resolution: float,             # one image of the probe's (1/1,797 on the digits)
+                 baseline: float | None = None, # the raw pixels' accuracy under the same probe (None: unknown)
+                ) -> Judgement:
+    "directclr.table1: 2-layer > DirectCLR > linear > none and DirectCLR > none, paired over seeds, Holm."
+    return judge_all([order_part(ds.probe, a, b, 'directclr.table1', resolution, baseline) for a, b in TABLE1])
+
+# %% ../nbs/04_directclr.ipynb #bbd377e8
+TABLE2 = (('linear', 'none'), ('diagonal', 'none'), ('lowrank', 'none'), ('directclr', 'none'),
+          ('lowrank', 'linear'), ('directclr', 'diagonal'))
+MIN_SPREAD = 2.0   # a trained diagonal projector counts as one where largest/smallest |wᵢ| >= this in every seed
+
+def judge_table2(ds: xr.Dataset,                # `probe` (setting, seed); `diagonal_spread` (seed) where trained
+                 resolution: float,             # one image of the probe's
+                 baseline: float | None = None, # the raw pixels' accuracy under the same probe (None: unknown)
+                ) -> Judgement:
+    "directclr.table2: each projector > none, low-rank > linear, low-rank diagonal > diagonal; Holm."
+    parts = []
+    for a, b in TABLE2:
+        p = order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline)
+        if 'diagonal' in (a, b) and isinstance(p, Part):
+            sp = ds.get('diagonal_spread')
+            if sp is None or not bool((sp >= MIN_SPREAD).all()):
+                why = (f"{a} − {b}: the trained diagonal projector stayed nearly uniform (largest/smallest |w| "
+                       f"< {MIN_SPREAD:g} in some seed, or not measured), i.e. nearly no projector")
+                p = Untested(f"{p[1].rsplit(' → ', 1)[0]}; {why}", why)
+        parts.append(p)
+    return judge_all(parts)
+
+# %% ../nbs/04_directclr.ipynb #cdfbf7d5
+def judge_subvector(ds: xr.Dataset,            # `probe` (setting, seed): 'whole r', 'r[:d₀]' (DirectCLR runs),
+                                               # 'random subset' (its runs' whole r), those trained
+                    resolution: float,         # one image of the probe's
+                    baseline: float | None = None,  # the raw pixels' accuracy under the same probe
+                   ) -> Judgement:
+    "directclr.subvector: whole r > r[:d₀] (no headroom: r[:d₀] is not bounded by the pixels), fixed > random."
+    return judge_all([order_part(ds.probe, 'whole r', 'r[:d₀]', 'directclr.subvector', resolution),
+                      order_part(ds.probe, 'whole r', 'random subset', 'directclr.subvector', resolution,
+                                 baseline, part='fixed − random subset')])
+
 # %% ../nbs/04_directclr.ipynb #9ead94c1
 COLLAPSE = 1e-3   # a covariance eigenvalue below this fraction of the largest counts as a collapsed dimension
 
@@ -219,6 +254,63 @@ def spectrum_panel(ax, spec: xr.DataArray, names: list, dim: str, title: str):
     ax.set(xlabel='index', ylabel='log₁₀ eigenvalue / largest'); ax.set_title(title, fontsize=8)
     ax.legend(fontsize=7)
 
-def collapsed(spec: xr.DataArray, dim: str) -> xr.DataArray:
-    "How many covariance eigenvalues lie below COLLAPSE of the largest."
-    return ((spec / spec.isel({dim: 0})) < COLLAPSE).sum(dim)
+def collapsed(spec: xr.DataArray,  # covariance eigenvalues, descending along `dim`
+              dim: str,            # the eigenvalue dimension
+             ) -> xr.DataArray:    # how many lie below COLLAPSE of the largest (all of them where it is 0)
+    "The count of collapsed dimensions: eigenvalues below COLLAPSE of the largest."
+    v = np.moveaxis(spec.values, spec.get_axis_num(dim), -1)                 # (..., component): numpy, fast
+    n = np.where(v[..., 0] > 0, (v < COLLAPSE * v[..., :1]).sum(-1), v.shape[-1])
+    rest = [d for d in spec.dims if d != dim]
+    return xr.DataArray(n, dims=rest, coords={k: c for k, c in spec.coords.items() if set(c.dims) <= set(rest)})
+
+# %% ../nbs/04_directclr.ipynb #30d85482
+def judge_fig9(ds: xr.Dataset,  # `r_spectrum` (setting, seed, r_component): r's covariance eigenvalues
+              ) -> Judgement:
+    "directclr.fig9 on the count of collapsed dimensions of r: none collapses, more than mlp2, DirectCLR."
+    n = collapsed(ds.r_spectrum, 'r_component')                           # (setting, seed)
+    have = [str(v) for v in n['setting'].values]
+    if 'none' in have:
+        first = judge_bound(_row(n, 'setting', 'none'), 0, +1, 'none collapses', 2, resolution=1,
+                            paper=paper_effect('directclr.fig9', 'none collapses'))
+    else:
+        why = 'none collapses: none not trained at this profile (-p settings=all trains it)'
+        first = Untested(why, why)
+    return judge_all([first] + [order_part(n, 'none', b, 'directclr.fig9', 1, digits=2)
+                                for b in ('mlp2', 'directclr')])
+
+def judge_fig2(ds: xr.Dataset,         # `z_spectrum` (seed, z_component): SimCLR's 2-layer projector's output
+               paper_scale: bool = False,  # the run is the paper's: ImageNet, a 128-d embedding, 100 epochs
+              ) -> Judgement:
+    "directclr.fig2: the embedding has collapsed dimensions; the ImageNet statement `Untested` off its scale."
+    nz = collapsed(ds.z_spectrum, 'z_component')
+    parts = [judge_bound(nz, 0, +1, 'embedding collapses', 2, resolution=1,
+                         paper=paper_effect('directclr.fig2', 'embedding collapses'))]
+    if not paper_scale:
+        why = ("the paper's Fig. 2 is one SimCLR's 128-d embedding after 100 ImageNet epochs, no count; "
+               "how many dimensions collapse depends on the data, the augmentation and the training length, "
+               "so a smaller run can show collapse happening, not test that statement")
+        parts.append(Untested("the paper's statement (a 128-d ImageNet embedding)", why))
+    return judge_all(parts)
+
+# %% ../nbs/04_directclr.ipynb #66a5d772
+def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d₀, the whole width d among them
+                d0: int,                     # the preset d₀ (a parameter, not chosen on these runs)
+                width: int,                  # the representation width d (d₀ = d: SimCLR without a projector)
+                resolution: float,           # one image of the probe's
+                baseline: float | None = None,  # the raw pixels' accuracy under the same probe
+               ) -> Judgement:
+    "directclr.fig12 at the preset d₀: it beats the smallest d₀ trained (rise) and d₀ = d (fall); Holm."
+    acc, have = ds.probe, [int(v) for v in ds['d0'].values]
+    headroom = None if baseline is None else 1 - baseline
+    def part(other: int, name: str):
+        if d0 not in have or other not in have:
+            why = f"d₀={d0} − d₀={other}: not trained at this profile (-p settings=all trains the sweep)"
+            return Untested(why, why)
+        return judge_claim(_row(acc, 'd0', d0), _row(acc, 'd0', other), +1, f'd₀={d0} − d₀={other}',
+                           resolution=resolution, paper=paper_effect('directclr.fig12', name), headroom=headroom)
+    smaller = [v for v in have if v < d0]
+    if smaller: rise = part(min(smaller), 'd₀ − smallest d₀')
+    else:
+        why = f"d₀={d0} − a smaller d₀: none trained at this profile (-p settings=all trains the sweep)"
+        rise = Untested(why, why)
+    return judge_all([rise, part(width, 'd₀ − d')])
