@@ -439,9 +439,11 @@ _VAR_5A = 'variance of negative-pair cosine similarities'
 _mean_5a = lambda xs: sum(xs) / len(xs)
 _effects(
     # pitfalls.table1: λ = 5e-2 ends at chance; the norms order with λ (all pairs); the best λ beats λ = 0
-    *[PaperEffect('pitfalls.table1', f'{m}: kNN(λ 0.05) above chance', 0.0, _KNN_5A + ' above chance',
-                  f'Table 1: λ = 5e-2 {_NAME_5A[m]} k-nn 10.0 (Cifar10: 10 classes, chance 10.0)')
-      for m in _T1_5A],
+    # at chance: what the paper's run at 5e-2 lost, its smallest gap to the k-nn of another λ (chance 10.0)
+    *[PaperEffect('pitfalls.table1', f'{m}: kNN(λ 0.05) at chance', round((_F_5A(t, l, 0) - 10.0) / 100, 4),
+                  _KNN_5A, f'Table 1: {_NAME_5A[m]} k-nn λ = 5e-2 10.0 (Cifar10: 10 classes, chance), '
+                  f'λ = {_LAM_5A[l]} {t[l][0]}')
+      for m, t in _T1_5A.items() for l in [min(_LAMS_5A[1:], key=lambda l: _F_5A(t, l, 0))]],
     *[PaperEffect('pitfalls.table1', f'{m}: ‖z‖(λ {s:g}) − ‖z‖(λ {b:g})',
                   round(_F_5A(t, s, 1) - _F_5A(t, b, 1), 4), _NORM_5A,
                   f'Table 1: {_NAME_5A[m]} ‖z_i‖ λ = {_LAM_5A[s]} {t[s][1]}, λ = {_LAM_5A[b]} {t[b][1]}')
