@@ -587,21 +587,27 @@ _effects(
       for col, name, t1 in (('C-100', 'CIFAR-100', {0.1: 0.745, 0.5: 0.740, 1.0: 0.754, 1.5: 0.760}),
                             ('TIN', 'Tiny-ImageNet', {0.1: 0.616, 0.5: 0.695, 1.0: 0.696, 1.5: 0.696}))
       for a in (1.0, 1.5) for b in (0.1, 0.5)],
-    PaperEffect('clop.table2', 'cosine − euclidean', 0.005, 'top-1 (fraction)', 'Table 2: Cosine 0.754, Euclidean 0.749'),
-    PaperEffect('clop.table2', 'cosine − manhattan', 0.039, 'top-1 (fraction)', 'Table 2: Cosine 0.754, Manhattan 0.715'),
+    PaperEffect('clop.table2', 'cosine − euclidean', 0.005, 'top-1 (fraction)',
+                'Table 2: Cosine 0.754, Euclidean 0.749'),
+    PaperEffect('clop.table2', 'cosine − manhattan', 0.039, 'top-1 (fraction)',
+                'Table 2: Cosine 0.754, Manhattan 0.715'),
     PaperEffect('clop.table2', 'euclidean − manhattan', 0.034, 'top-1 (fraction)',
                 'Table 2: Euclidean 0.749, Manhattan 0.715'),
     PaperEffect('clop.table3', 'randaugment − autoaugment', 0.150, 'top-1 (fraction)',
                 'Table 3: RandAug 0.696, AutoAug-Imagenet 0.546'),
-    PaperEffect('clop.table3', 'randaugment − simclr', 0.197, 'top-1 (fraction)', 'Table 3: RandAug 0.696, SimCLR 0.499'),
+    PaperEffect('clop.table3', 'randaugment − simclr', 0.197, 'top-1 (fraction)',
+                'Table 3: RandAug 0.696, SimCLR 0.499'),
     PaperEffect('clop.table3', 'autoaugment − simclr', 0.047, 'top-1 (fraction)',
                 'Table 3: AutoAug-Imagenet 0.546, SimCLR 0.499'),
     # margins (paper 003): top-1 in points, as its tables print it
     *[_t1_largest(m, k) for m in _M_T1 for k in range(4)],
-    *[PaperEffect('margins.table2', f'{c}: {_part(m, a, b)}', *_gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c]))
+    *[PaperEffect('margins.table2', f'{c}: {_part(m, a, b)}',
+                  *_gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c]))
       for m, a, b in _T2_PARTS for k, c in enumerate(_M_COLS)],
-    *[PaperEffect('margins.table3', f'{p}: {_part(m, a, "base")}', *_gap(_M_T3, m, a, 'base', k, 'Table 3', _T3_COL[p]))
-      for m, a in (('MoCo v3', 'pos'), ('MoCo v3', 'ratio'), ('SimCLR', 'ratio')) for k, p in enumerate(_M_T3_PAIRS)],
+    *[PaperEffect('margins.table3', f'{p}: {_part(m, a, "base")}',
+                  *_gap(_M_T3, m, a, 'base', k, 'Table 3', _T3_COL[p]))
+      for m, a in (('MoCo v3', 'pos'), ('MoCo v3', 'ratio'), ('SimCLR', 'ratio'))
+      for k, p in enumerate(_M_T3_PAIRS)],
     PaperEffect('margins.table4', 'MoCo v3 + pos&curv − MoCo v3', 2.0, 'top-1 (points)',
                 'Table 4: MoCov3 68.9, + pos. & curv. 70.9'),
     PaperEffect('margins.table4', 'SimCLR + pos&curv − SimCLR', 1.0, 'top-1 (points)',
@@ -620,9 +626,11 @@ _effects(
                 'Fig. 5 (figure only): "If s is 1, the performance variation caused by c is negligible, unless c is '
                 'extremely small"'),
     PaperEffect('margins.fig6', 'spread over c: largest s − s 1', None, 'top-1 (points)',
-                'Fig. 6 (figure only): "the performance variation caused by c becomes more pronounced as s increases"'),
+                'Fig. 6 (figure only): "the performance variation caused by c becomes more pronounced as s '
+                'increases"'),
     PaperEffect('margins.fig6', 'mean over c ≥ 1 − mean over c < 0.7', None, 'top-1 (points)',
-                'Fig. 6 (figure only): "in many cases, c being close to or greater than 1 yields the optimal outcome"'),
+                'Fig. 6 (figure only): "in many cases, c being close to or greater than 1 yields the optimal '
+                'outcome"'),
     PaperEffect('margins.fig7', 'MoCo v3 m1 1.6 − no ratio', 0.687, 'top-1 (points)',
                 'Table 2, CIFAR10, at the m1 = 1.6 of Table 8: MoCo 89.413, + ratio. 90.100 (Fig. 7 is a figure)'),
     PaperEffect('margins.fig7', 'SimCLR m1 0.2 − no ratio', 0.267, 'top-1 (points)',
