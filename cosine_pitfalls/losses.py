@@ -13,38 +13,19 @@ from torch import Tensor, nn
 from .utils import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'CLOP_WEIGHTINGS', 'upcast', 'fp32_loss', 'accepts_labels', 'info_nce',
-           'contrastive_loss', 'two_view_contrast', 'InfoNCE', 'DCL', 'MarginInfoNCE', 'barlow_twins', 'BarlowTwins',
-           'vicreg', 'VICReg', 'supcon_loss', 'SupCon', 'MemoryBank', 'MoCoLoss', 'MoCoV3Loss', 'NegativeCosine',
-           'BYOLLoss', 'dino_loss', 'DINOLoss', 'DirectCLRLoss', 'orthonormal_prototypes', 'etf_prototypes',
-           'make_prototypes', 'prototype_similarity', 'clop_term', 'CLOP', 'WithCLOP']
+__all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'CLOP_WEIGHTINGS', 'accepts_labels', 'info_nce', 'contrastive_loss',
+           'two_view_contrast', 'InfoNCE', 'DCL', 'MarginInfoNCE', 'barlow_twins', 'BarlowTwins', 'vicreg', 'VICReg',
+           'supcon_loss', 'SupCon', 'MemoryBank', 'MoCoLoss', 'MoCoV3Loss', 'NegativeCosine', 'BYOLLoss', 'dino_loss',
+           'DINOLoss', 'DirectCLRLoss', 'orthonormal_prototypes', 'etf_prototypes', 'make_prototypes',
+           'prototype_similarity', 'clop_term', 'CLOP', 'WithCLOP']
 
 # %% ../nbs/10_losses.ipynb #8f5caaf3
-import functools, inspect
+import inspect
 
-from .mechanisms import (TERMS, GradScale, check_views, dist_info, gather_with_grad,
-                                        margin_logits, soft_cross_entropy)
+from .mechanisms import (TERMS, GradScale, check_views, dist_info, fp32_loss, gather_with_grad,
+                                        margin_logits, soft_cross_entropy, upcast)
 
 # %% ../nbs/10_losses.ipynb #333f6819
-def upcast(t: Tensor,  # any tensor
-          ) -> Tensor: # fp32 if `t` was bf16 / fp16, else `t` itself
-    "Half-precision tensors (bf16 / fp16, e.g. under autocast) up to fp32; fp32 and fp64 stay as they are."
-    return t.float() if isinstance(t, Tensor) and t.dtype in (torch.float16, torch.bfloat16) else t
-
-def _up(x):
-    "`upcast` of a tensor, or of each tensor in a list / tuple (DINO's views)."
-    return type(x)(upcast(t) for t in x) if isinstance(x, (list, tuple)) else upcast(x)
-
-def fp32_loss(forward):  # a loss's forward (or any function of tensors)
-    "Decorator: run `forward` with autocast off, on fp32 copies of its half-precision tensor arguments."
-    @functools.wraps(forward)
-    def wrapper(*args, **kwargs):
-        flat = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])]
-        first = next((t for t in flat if isinstance(t, Tensor)), None)
-        with torch.autocast(first.device.type if first is not None else 'cpu', enabled=False):
-            return forward(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
-    return wrapper
-
 def accepts_labels(loss,  # an nn.Module or a function
                   ) -> bool:
     "Whether `loss(z0, z1, labels=...)` is accepted: its forward has a `labels` parameter (or `**kwargs`)."
@@ -54,6 +35,12 @@ def accepts_labels(loss,  # an nn.Module or a function
 
 def _check_flag(name: str, v) -> bool:
     if not isinstance(v, bool): raise ValueError(f"{name} must be True or False; got {v!r}")
+    return v
+
+def _check_validate(v) -> bool | None:
+    if v is not None and not isinstance(v, bool):
+        raise ValueError(f"validate must be True, False or None (check where the labels are on the CPU); "
+                         f"got {v!r}")
     return v
 
 def _check_spec(spec) -> GradScale | None:
@@ -87,6 +74,7 @@ def info_nce(z1: Tensor,                # first view, (*b, n, d)
     return (denom - pos_logit).mean(-1)
 
 # %% ../nbs/10_losses.ipynb #9dbc965e
+@fp32_loss
 def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
                      keys: Tensor,       # candidates, (M, d), ℓ2-normalized
                      pos: Tensor,        # (n,) index of each anchor's positive in keys
@@ -113,6 +101,7 @@ def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
     if terms == 'repulsion': return lse.mean()
     return (lse - logits[rows, pos]).mean()
 
+@fp32_loss
 def two_view_contrast(z1: Tensor, z2: Tensor,  # the two views' embeddings on this process, (n, d) each
                       tau: float, spec: GradScale | None = None, terms: str = 'both', decoupled: bool = False,
                       gather: bool = True,     # keys from every process (torch.distributed); identity on one
@@ -517,16 +506,28 @@ class DirectCLRLoss(nn.Module):
                  temperature: float = 0.5,         # τ of the InfoNCE
                  generator: torch.Generator | None = None,  # a random d0-subset per call instead of r[:, :d0]
                  gather: bool = False,
+                 dim: int | None = None,           # the width of r where known: d0 <= dim is checked now
                 ):
         super().__init__()
         if not isinstance(d0, int) or isinstance(d0, bool) or d0 < 1:
             raise ValueError(f"d0 must be a positive integer; got {d0!r}")
+        if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):
+            raise ValueError(f"dim must be None or the positive integer width of r; got {dim!r}")
+        if dim is not None and d0 > dim:
+            raise ValueError(f"d0 must be at most the width of r, dim = {dim} (DirectCLR's sub-vector "
+                             f"r[:, :d0]); got d0 = {d0}")
         if generator is not None and not isinstance(generator, torch.Generator):
             raise ValueError(f"generator must be a torch.Generator or None; got {type(generator).__name__}")
-        self.d0, self.generator, self.infonce = d0, generator, InfoNCE(temperature, gather=gather)
+        self.d0, self.dim, self.generator = d0, dim, generator
+        self.infonce = InfoNCE(temperature, gather=gather)
     def select(self, r0: Tensor, r1: Tensor) -> tuple[Tensor, Tensor]:
         "The two views' sub-vectors the loss compares, `(n, d0)` each."
-        if r0.shape[-1] < self.d0: raise ValueError(f"d0 = {self.d0} exceeds the width {r0.shape[-1]} of r")
+        if self.dim is not None and r0.shape[-1] != self.dim:
+            raise ValueError(f"r0 and r1 must have width dim = {self.dim} (as this loss was built); "
+                             f"got {r0.shape[-1]}")
+        if r0.shape[-1] < self.d0:
+            raise ValueError(f"d0 must be at most the width of r (r0.shape[-1] = {r0.shape[-1]}); got d0 = "
+                             f"{self.d0}: give DirectCLRLoss(d0, dim=width) to have it checked when built")
         if self.generator is None: return r0[..., :self.d0], r1[..., :self.d0]
         from cosine_pitfalls.models import subvector      # models imports torchvision: only when asked
         return tuple(subvector([r0, r1], self.d0, self.generator))
@@ -610,12 +611,12 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
               prototypes: Tensor,   # (k, d) shared, or (*b, k, d) one set per problem
               similarity: str = 'cosine',  # 'cosine', 'euclidean' or 'manhattan'
               reduction: str = 'mean',     # 'mean' over the labelled, 'sum' (eq. 4), 'anchor' (the sum / n)
-              validate: bool = True,       # check the labels' range (a host sync); False in a training step
+              validate: bool | None = None,  # check the labels' range; None: where they are on the CPU
               normalize: bool = False,     # ℓ2-normalize z first (CLOPLoss.py); False: s on z as given (section 3)
              ) -> Tensor:           # (*b,) the unweighted term; 0 where nothing is labelled
     "CLOP's prototype term `Σ_{i∈S} (1 − s(z_i, c_{y_i}))` (clop eq. 4) over the labelled subset."
     check_choice('similarity', similarity, SIMILARITIES); check_choice('reduction', reduction, REDUCTIONS)
-    _check_flag('normalize', normalize)
+    _check_flag('normalize', normalize); _check_validate(validate)
     if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() < 2:
         raise ValueError(f"z must be a floating-point tensor of shape (*b, n, d); "
                          f"got {getattr(z, 'shape', type(z).__name__)}")
@@ -628,14 +629,17 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
         raise ValueError(f"prototypes must have shape (k, d) or (*b, k, d) with d = {z.shape[-1]}; "
                          f"got {tuple(prototypes.shape)}")
     k = prototypes.shape[-2]
-    if validate and labels.numel() and (labels.min() < -1 or labels.max() >= k):
-        raise ValueError(f"labels must lie in -1 (unlabelled) .. {k - 1} (num_classes - 1); "
-                         f"got {labels.min().item()} .. {labels.max().item()}")
+    if (labels.device.type == 'cpu' if validate is None else validate) and labels.numel():
+        lo, hi = int(labels.min()), int(labels.max())                      # a host sync on an accelerator
+        if lo < -1 or hi >= k:
+            raise ValueError(f"labels must lie in -1 (unlabelled) .. {k - 1} (num_classes - 1); "
+                             f"got {lo} .. {hi}")
     # follow z's device
     labels, prototypes = labels.to(z.device), prototypes.to(device=z.device, dtype=z.dtype)
     known = labels >= 0                                                    # (*b, n)
+    bad = (labels < -1) | (labels >= k)    # unchecked labels naming no prototype: NaN, not an index error
     if normalize and similarity != 'cosine': z = F.normalize(z, dim=-1)    # (*b, n, d) on the unit sphere
-    y = labels.clamp_min(0)                                                # (*b, n)
+    y = labels.clamp(0, k - 1)                                             # (*b, n)
     if prototypes.dim() == 2: c = prototypes[y]                            # (*b, n, d)
     else:
         batch = torch.broadcast_shapes(prototypes.shape[:-2], y.shape[:-1])
@@ -643,6 +647,7 @@ def clop_term(z: Tensor,            # embeddings, (*b, n, d)
         y = y.expand(*batch, y.shape[-1])                                  # (*b, n)
         c = torch.gather(p, -2, y.unsqueeze(-1).expand(*y.shape, p.shape[-1]))  # (*b, n, d)
     d = (1 - prototype_similarity(z, c, similarity)) * known                # (*b, n)
+    d = torch.where(bad, torch.full_like(d, math.nan), d)
     if reduction == 'sum': return d.sum(-1)
     if reduction == 'anchor':
         return d.sum(-1) / z.shape[-2]                # eq. (4) beside a base loss averaged over the n anchors
@@ -660,14 +665,14 @@ class CLOP(nn.Module):
                  weight: float = 1.0,             # λ (the paper's hand-tuned value: 1)
                  reduction: str = 'mean',  # 'mean' over labelled embeddings, 'sum', or 'anchor' (sum / n)
                  seed: int = 0,                   # draws the random prototypes
-                 validate: bool = False,          # debug: check the labels' range every call (a host sync)
+                 validate: bool | None = None,    # labels' range: None checks them where they are on the CPU
                  normalize: bool = True,          # ℓ2-normalize z before s (the authors' CLOPLoss.py); False: raw z
                 ):
         super().__init__()
         self.similarity = check_choice('similarity', similarity, SIMILARITIES)
         self.reduction = check_choice('reduction', reduction, REDUCTIONS)
         self.weight = check_positive('weight', weight, strict=False)
-        self.validate = _check_flag('validate', validate)
+        self.validate = _check_validate(validate)
         self.normalize = _check_flag('normalize', normalize)
         if isinstance(prototypes, Tensor):
             if prototypes.shape != (num_classes, dim):
@@ -712,6 +717,11 @@ class WithCLOP(nn.Module):
                 labels: Tensor | None = None,      # (*b, n) or (n,): class of each sample, -1 unlabelled
                ) -> Tensor:                        # (*b,)
         check_views(z0, z1, names=('z0', 'z1'))
+        if labels is not None and (not isinstance(labels, Tensor) or labels.dim() < 1
+                                   or labels.shape[-1] != z0.shape[-2]):
+            raise ValueError(f"labels must have shape (*b, n) or (n,) with n = z0.shape[-2] = {z0.shape[-2]} "
+                             f"(one label per sample, shared by both views); "
+                             f"got {tuple(getattr(labels, 'shape', ()))}")
         out = self.base(z0, z1, labels=labels) if self.base_labels else self.base(z0, z1)
         if labels is None: return out
         return out + self.clop(torch.cat([z0, z1], dim=-2), torch.cat([labels, labels], dim=-1))

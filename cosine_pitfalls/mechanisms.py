@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_mechanisms.ipynb #15a00003
 from __future__ import annotations
-import math
+import functools, math
 from dataclasses import dataclass
 
 import torch
@@ -15,8 +15,8 @@ from torch import Tensor
 from .utils import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['ATTENUATIONS', 'TERMS', 'check_views', 'GradScale', 'curvature_weight', 'margin_logits', 'soft_cross_entropy',
-           'margin_cross_entropy', 'nt_xent_anchors', 'nt_xent', 'dist_info', 'gather_with_grad']
+__all__ = ['ATTENUATIONS', 'TERMS', 'check_views', 'upcast', 'fp32_loss', 'GradScale', 'curvature_weight', 'margin_logits',
+           'soft_cross_entropy', 'margin_cross_entropy', 'nt_xent_anchors', 'nt_xent', 'dist_info', 'gather_with_grad']
 
 # %% ../nbs/15_mechanisms.ipynb #50598114
 def check_views(z1: Tensor,  # embeddings of the first view, (*b, n, d)
@@ -37,6 +37,26 @@ def check_views(z1: Tensor,  # embeddings of the first view, (*b, n, d)
     if z1.shape[-2] < min_n:
         raise ValueError(
             f"the loss needs at least {min_n} samples per view (n = {a}.shape[-2]); got {z1.shape[-2]}")
+
+# %% ../nbs/15_mechanisms.ipynb #b7e1fd05
+def upcast(t: Tensor,  # any tensor
+          ) -> Tensor: # fp32 if `t` was bf16 / fp16, else `t` itself
+    "Half-precision tensors (bf16 / fp16, e.g. under autocast) up to fp32; fp32 and fp64 stay as they are."
+    return t.float() if isinstance(t, Tensor) and t.dtype in (torch.float16, torch.bfloat16) else t
+
+def _up(x):
+    "`upcast` of a tensor, or of each tensor in a list / tuple (DINO's views)."
+    return type(x)(upcast(t) for t in x) if isinstance(x, (list, tuple)) else upcast(x)
+
+def fp32_loss(forward):  # a loss's forward (or any function of tensors)
+    "Decorator: run `forward` with autocast off, on fp32 copies of its half-precision tensor arguments."
+    @functools.wraps(forward)
+    def wrapper(*args, **kwargs):
+        flat = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (list, tuple)) else [a])]
+        first = next((t for t in flat if isinstance(t, Tensor)), None)
+        with torch.autocast(first.device.type if first is not None else 'cpu', enabled=False):
+            return forward(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
+    return wrapper
 
 # %% ../nbs/15_mechanisms.ipynb #15a00007
 ATTENUATIONS = (None, 'I', 'II')
@@ -129,29 +149,38 @@ def _grad_weights(cos: Tensor, p: Tensor, tau: float, spec: GradScale) -> Tensor
     return (1 - p) + p * w
 
 # %% ../nbs/15_mechanisms.ipynb #15a00011
-def _check_targets(name: str, x: Tensor, p: Tensor, validate: bool = True) -> Tensor:
+def _check_targets(name: str, x: Tensor, p: Tensor, validate: bool = True,
+                   pname: str = 'p',  # the targets' argument name in the messages
+                  ) -> Tensor:
     "Dense targets `(..., K)` on `x`'s device and dtype, from class indices `(...)` or soft / one-hot `p`."
     if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() < 1:
         raise ValueError(f"{name} must be a floating-point tensor of shape (..., K); got "
                          f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
-    K = x.shape[-1]
-    if isinstance(p, Tensor) and not p.is_floating_point() and p.dtype != torch.bool:   # class indices
-        if p.shape != x.shape[:-1]:
-            raise ValueError(f"integer targets must have shape {name}.shape[:-1] = {tuple(x.shape[:-1])} "
+    K, lead = x.shape[-1], tuple(x.shape[:-1])
+    accepted = (f"integer class indices (int64) of shape {lead}, or float targets (one-hot or soft) of shape "
+                f"(..., K) with K = {name}.shape[-1] = {K}")
+    if not isinstance(p, Tensor):
+        raise ValueError(f"{pname} must be a tensor: {accepted}; got {type(p).__name__}")
+    if not p.is_floating_point() and p.dtype != torch.bool:                               # class indices
+        if tuple(p.shape) != lead:
+            raise ValueError(f"integer {pname} must have shape {name}.shape[:-1] = {lead} "
                              f"(one class index per anchor); got {tuple(p.shape)}")
         if validate and p.numel() and (int(p.min()) < 0 or int(p.max()) >= K):
-            raise ValueError(f"integer targets must lie in 0 .. {K - 1} ({name}.shape[-1] - 1); "
+            raise ValueError(f"integer {pname} must lie in 0 .. {K - 1} ({name}.shape[-1] - 1); "
                              f"got {int(p.min())} .. {int(p.max())}")
         return (p.to(x.device).unsqueeze(-1) == torch.arange(K, device=x.device)).to(x.dtype)   # (..., K)
-    if not isinstance(p, Tensor) or p.dim() < 1 or p.shape[-1] != K:
-        raise ValueError(f"p must be a tensor of targets (..., K) with K = {name}.shape[-1] = {K}, or "
-                         f"integer class indices of shape {tuple(x.shape[:-1])}; "
-                         f"got {tuple(getattr(p, 'shape', ()))}")
+    if p.dim() < 1 or p.shape[-1] != K:
+        hint = (f" (float class indices? pass them as integers: {pname}.long())"
+                if p.dtype != torch.bool and tuple(p.shape) == lead else '')
+        raise ValueError(f"{pname} must be {accepted}; got {p.dtype} of shape {tuple(p.shape)}{hint}")
     try: torch.broadcast_shapes(x.shape, p.shape)
     except RuntimeError:
-        raise ValueError(f"p {tuple(p.shape)} must broadcast with {name} {tuple(x.shape)}") from None
+        raise ValueError(f"{pname} {tuple(p.shape)} must broadcast with {name} {tuple(x.shape)}") from None
     if validate and (bool((p < 0).any()) or not bool(((p.double().sum(-1) - 1).abs() <= 1e-5).all())):
-        raise ValueError("p must be non-negative and sum to 1 over its last dimension (one anchor's targets)")
+        hint = (f" (float class indices? pass them as integers: {pname}.long())"
+                if p.dtype != torch.bool and tuple(p.shape) == lead else '')
+        raise ValueError(f"{pname} must be non-negative and sum to 1 over its last dimension (one anchor's "
+                         f"targets){hint}")
     return p.to(device=x.device, dtype=x.dtype)
 
 def _logits(cos: Tensor, p: Tensor, tau: float, spec: GradScale | None) -> Tensor:
@@ -190,25 +219,27 @@ def _soft_ce(logits: Tensor, p: Tensor) -> Tensor:
     "`soft_cross_entropy` without the checks."
     return -torch.where(p > 0, p * torch.log_softmax(logits, -1), 0.0).sum(-1)
 
+@fp32_loss
 def soft_cross_entropy(logits: Tensor,  # (..., K)
                        p: Tensor,       # (..., K) targets ≥ 0 summing to 1 (broadcastable), or (...) indices
-                       validate: bool = True,  # check the targets' values (a host sync)
+                       validate: bool = True,  # check the targets' values (a host sync on an accelerator)
                       ) -> Tensor:      # (...,) −Σₖ pₖ log softmax(logits)ₖ
     "Cross-entropy with soft targets: margins Eq. 5 with β = 1 (Eq. 3 on plain logits)."
     return _soft_ce(logits, _check_targets('logits', logits, p, validate))
 
 # %% ../nbs/15_mechanisms.ipynb #248e8af3
+@fp32_loss
 def margin_cross_entropy(cos: Tensor,     # (n, K) cosines of each anchor to its K candidates
                          target: Tensor,  # (n,) integer index of the positive, or (n, K) one-hot / soft
                          tau: float,      # temperature τ > 0
                          spec: GradScale | None = None,  # margins (Alg. 2) or a gradient scaling (Algs. 3–6)
                          bank_cos: Tensor | None = None,  # (n, M) cosines to a memory bank's negatives
                          reduction: str = 'mean',  # 'mean', 'sum' or 'none' over the anchors
-                         validate: bool = True,    # check values (host syncs); False inside a training step
+                         validate: bool = True,    # check values (a GPU host sync); False in a training step
                         ) -> Tensor:      # () or (n,)
     "Cross-entropy of margins' logits (App. E) from a cosine matrix, integer or soft targets, optional bank."
     check_choice('reduction', reduction, ('mean', 'sum', 'none'))
-    p = _check_targets('cos', cos, target, validate)                       # (n, K) dense
+    p = _check_targets('cos', cos, target, validate, 'target')             # (n, K) dense
     if bank_cos is not None:
         if not isinstance(bank_cos, Tensor) or bank_cos.shape[:-1] != cos.shape[:-1]:
             raise ValueError(f"bank_cos must be the cosines (n, M) of the anchors to the bank, with n = "
@@ -245,6 +276,7 @@ def _check_nt_xent(tau: float, spec: GradScale | None, terms: str) -> None:
     if spec is not None and not isinstance(spec, GradScale):
         raise ValueError(f"spec must be a GradScale or None; got {type(spec).__name__}")
 
+@fp32_loss
 def nt_xent_anchors(z: Tensor,        # (*b, 2N, d) both views stacked: rows a and (a + N) mod 2N are a pair
                     anchors: Tensor,  # (A,) int64 rows of z used as anchors
                     tau: float = 0.5, # temperature τ > 0
@@ -263,6 +295,7 @@ def nt_xent_anchors(z: Tensor,        # (*b, 2N, d) both views stacked: rows a a
     return _nt_xent_rows(z, anchors.to(z.device), tau, spec, terms)
 
 # %% ../nbs/15_mechanisms.ipynb #15a00027
+@fp32_loss
 def nt_xent(z1: Tensor,                     # first view, (*b, n, d)
             z2: Tensor,                     # second view, (*b, n, d); row i is the positive of z1's row i
             tau: float = 0.5,               # temperature τ > 0

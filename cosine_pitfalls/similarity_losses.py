@@ -188,6 +188,9 @@ def vrns_loss(u: Tensor,        # first view, (*b, n, d)
     if not isinstance(n_total, int) or isinstance(n_total, bool) or n_total < 2:
         raise ValueError(
             f"n_total must be an integer >= 2 (the training-set size n of Def. 5.7); got {n_total!r}")
+    if u.shape[-2] > n_total:
+        raise ValueError(f"n_total must be at least the number of rows u.shape[-2] = {u.shape[-2]} (the "
+                         f"training set of Def. 5.7 holds every sample of the batch); got n_total = {n_total}")
     same, m = same_batch_mask(groups, u.shape[-2], u.device)
     return _vrns(F.normalize(u, dim=-1), F.normalize(v, dim=-1), n_total, same, m.to(u.device))
 
