@@ -29,13 +29,13 @@ __all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OB
            'subtractive_multiplier', 'margin_embedding_loss', 'margin_embedding_grad', 'random_angles',
            'random_targets', 'judge_margins_thm41', 'lemma42_printed', 'autograd_ratio', 'judge_margins_lemma42',
            'judge_margins_lemma43', 'judge_margins_lemma44', 'ratio_map', 'ratio_map_sum_exp', 'plot_map',
-           'judge_margins_fig1', 'judge_margins_fig2', 'judge_margins_fig8', 'collapsed_batch', 'scaled_grad_norm',
-           'judge_clop_lemma1', 'clop_lr_bound', 'clop_lr_bound_eq2', 'clop_lr_bound_printed', 'clop_second_moment',
-           'clop_step', 'mean_ratio', 'critical_lr', 'judge_clop_thm1', 'class_loss', 'span_projection', 'project_last',
-           'best_last', 'judge_clop_lemma2', 'pos_neg_similarity', 'lee_bound_slack', 'optimize_pairs',
-           'judge_lee_thm52', 'directclr_logits', 'directclr_loss', 'directclr_alpha', 'directclr_embedding_grads',
-           'directclr_weight_grad', 'directclr_term_scale', 'random_linear_problem', 'judge_directclr_lemma1',
-           'directclr_X', 'directclr_sigmas', 'judge_directclr_lemma2']
+           'fig1_autograd', 'judge_margins_fig1', 'judge_margins_fig2', 'judge_margins_fig8', 'collapsed_batch',
+           'scaled_grad_norm', 'judge_clop_lemma1', 'clop_lr_bound', 'clop_lr_bound_eq2', 'clop_lr_bound_printed',
+           'clop_second_moment', 'clop_step', 'mean_ratio', 'critical_lr', 'judge_clop_thm1', 'class_loss',
+           'span_projection', 'project_last', 'best_last', 'judge_clop_lemma2', 'pos_neg_similarity', 'lee_bound_slack',
+           'optimize_pairs', 'judge_lee_thm52', 'directclr_logits', 'directclr_loss', 'directclr_alpha',
+           'directclr_embedding_grads', 'directclr_weight_grad', 'directclr_term_scale', 'random_linear_problem',
+           'judge_directclr_lemma1', 'directclr_X', 'directclr_sigmas', 'judge_directclr_lemma2']
 
 # %% ../nbs/01_gradients.ipynb #50fd9672
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -671,10 +671,29 @@ def _ratio_shape(ratio: xr.DataArray, m1: float, step: float) -> tuple[bool, boo
     peak = th[r.where(r.q >= 0.05, drop=True).argmax('theta').values]
     return one, bool(np.abs(peak - (math.pi - m1) / 2).max() <= 2 * step)
 
-def judge_margins_fig1(ds: xr.Dataset,  # grad_positive, grad_negative over (q, theta)
+def fig1_autograd(theta: Tensor,  # (1, X) angles θ of the map's columns
+                  q: Tensor,      # (Y, 1) estimated probabilities of its rows
+                  tau: float,     # temperature τ
+                 ) -> tuple[Tensor, Tensor]:  # |∂L̃/∂θ⁺| and |∂L̃/∂θ⁻| over (Y, X), by autograd
+    """The two maps of margins Fig. 1 by autograd of L̃ = −δ̃⁺ + log Σ exp δ̃ (Eq. 3, β = 1), the other samples'
+    exp-mass held fixed at the value that puts the differentiated sample's probability at q."""
+    th = theta.expand(q.shape[0], -1).clone().requires_grad_()
+    d = torch.cos(th) / tau
+    rest = (torch.exp(d) * (1 / q - 1)).detach()         # Σ exp over the others, so that softmax gives q here
+    pos = torch.autograd.grad((-d + torch.log(torch.exp(d) + rest)).sum(), th, retain_graph=True)[0]  # p = 1
+    neg = torch.autograd.grad(torch.log(torch.exp(d) + rest).sum(), th)[0]            # p = 0: a negative
+    return pos.abs(), neg.abs()
+
+def judge_margins_fig1(ds: xr.Dataset,  # grad_positive, grad_negative over (q, theta); attrs tau
                       ) -> Judgement:
-    "margins.fig1: both maps of Eq. 14 shrink as the estimated probability approaches its target (`rebuilt`)."
+    """margins.fig1: both maps of Eq. 14 equal autograd's |∂L̃/∂θ| (`fig1_autograd`) and shrink as the estimated
+    probability approaches its target (`rebuilt`)."""
+    th, q, _ = _grid(ds)
+    pos, neg = fig1_autograd(th, q, float(ds.attrs['tau']))
+    err = max(float(np.abs(ds[v].transpose('q', 'theta').values / ref.numpy() - 1).max())
+              for v, ref in (('grad_positive', pos), ('grad_negative', neg)))
     return judge_all([
+        Check('maps vs autograd of L̃ (the others\' mass fixed): max rel. err', err, TOL, holds='rebuilt'),
         Check.flag('positive: (1 − q⁺)·sin θ⁺/τ falls as q⁺ → 1, at every θ⁺',
                    bool((ds.grad_positive.diff('q') < 0).all()), holds='rebuilt'),
         Check.flag('negative: q⁻·sin θ⁻/τ falls as q⁻ → 0, at every θ⁻',

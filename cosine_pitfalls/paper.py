@@ -305,12 +305,34 @@ def effects_of(id: str) -> list[PaperEffect]:
 
 # %% ../nbs/00_paper.ipynb #2aa7fb65
 # effects: section 1 (filled by its notebook's owner; one _effects call)
+# Section 1 is closed forms against autograd, Monte Carlo or exact algebra: every part of its verdicts is a
+# deterministic check (core.Check, a number against its bound), none a test over seeds, so it needs no effect.
 _effects(
 )
 
 # %% ../nbs/00_paper.ipynb #761e1d76
 # effects: section 2 (filled by its notebook's owner; one _effects call)
+# Section 2 is simulations. Most of its rows are judged by deterministic checks (`core.Check`), which need no
+# effect here; these are the parts judged over seeds. Only pitfalls.fig2 prints a number in a part's unit; the
+# others are figures or O(·) statements without one (their parts can agree, never differ).
 _effects(
+    PaperEffect('pitfalls.fig2', 'log₁₀(norm slowdown / angle slowdown) − 1', 0.70,
+                'log₁₀ of the ratio of the two slowdowns, minus 1 (0: the norm effect 10× the angle effect)',
+                'Fig. 2 text: "having large embedding norms is significantly worse for optimization (~100× '
+                'slowdown) than having large angles between positive pairs (~2× slowdown)": '
+                'log₁₀(100/2) − 1 = 0.70'),
+    PaperEffect('lee.thm55', 'slope of log₁₀ Var[s_neg] on log₁₀ m', None, 'log₁₀ variance per log₁₀ batch size',
+                'Thm. 5.5: Var[s_neg(f*_batch)] = O(1/m), an order, not a rate; no number for free embeddings'),
+    PaperEffect('lee.thm55', 'log₁₀ Var[s_neg]: with L_VRNS − without', None, 'log₁₀ variance',
+                'Def. 5.7: L_VRNS "reduces the variance of negative-pair similarities"; its numbers are for '
+                'ResNet-18 on CIFAR-10 (lee.table_var), none for free embeddings'),
+    PaperEffect('directclr.fig3', 'log₁₀ ‖W_noised‖/‖W_clean‖: slope over k', None,
+                'log₁₀ weight-norm ratio per unit of k',
+                'Fig. 3 (figure only): "Strong augmentation results in vanishing singular values"'),
+    PaperEffect('directclr.fig3', 'σ gap at the largest k − at k = 0', None,
+                'log₁₀ σ, 8 smallest − 8 largest', 'Fig. 3 (figure only), as above'),
+    PaperEffect('directclr.fig11', 'collapsed dimensions per added layer', None, 'dimensions per layer',
+                'Fig. 11 (figure only): "Adding more layers in the network leads to more collapsed dimensions"'),
 )
 
 # %% ../nbs/00_paper.ipynb #5d95cbbe
