@@ -298,17 +298,17 @@ def singular_values(z: Tensor,            # embeddings, (*b, n, d)
     return torch.linalg.svdvals(x).to(z.dtype)
 
 def covariance_spectrum(z: Tensor,  # embeddings, (*b, n, d), n >= 2
-                       ) -> Tensor:  # (*b, min(n, d)) eigenvalues of the covariance, descending
-    "Eigenvalues of the embeddings' covariance (DirectCLR's embedding spectrum)."
+                       ) -> Tensor:  # (*b, min(n, d)) σₖ²/(n − 1), descending
+    "Eigenvalues σₖ²/(n − 1) of the embeddings' unbiased covariance (DirectCLR's embedding spectrum)."
     _check_features(z)
     if z.shape[-2] < 2: raise ValueError(f"covariance_spectrum needs n >= 2 embeddings; got {z.shape[-2]}")
     return singular_values(z, center=True) ** 2 / (z.shape[-2] - 1)
 
 def effective_rank(z: Tensor,            # embeddings, (*b, n, d)
-                   center: bool = False,  # centre before the SVD (see above)
+                   center: bool = False,  # False: z as given (uncentred); True: the centred z
                    eps: float = 1e-12,   # p log p is taken as 0 below this
                   ) -> Tensor:           # (*b,) in [1, min(n, d)]
-    "Effective rank exp(entropy of normalized singular values) of Roy & Vetterli (2007)."
+    "Roy & Vetterli's effective rank exp(−Σ pₖ log pₖ), pₖ = σₖ/Σσ, of `z` (uncentred unless `center`)."
     s = singular_values(z, center).double()                              # (*b, r)
     p = s / s.sum(-1, keepdim=True).clamp_min(eps)                       # (*b, r)
     h = -(p * torch.log(p.clamp_min(eps))).sum(-1)                       # (*b,)

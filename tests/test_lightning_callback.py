@@ -31,6 +31,7 @@ class Tiny(L.LightningModule):
         loss = -F.cosine_similarity(z1, z2).mean()
         self.seen.append((z1.detach().clone(), z2.detach().clone(), r1.detach().clone(), self.training))
         if self.out == 'tensor': return loss
+        if self.out == 'nan' and batch_idx == 0: z1 = z1.detach().clone(); z1[2, 0] = float('nan')   # one bad row
         return dict(loss=loss, a=z1, b=z2) if self.out == 'renamed' else dict(loss=loss, z1=z1, z2=z2, r=r1)
 
     def configure_optimizers(self): return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -58,11 +59,13 @@ def test_callback_logs_the_monitor_every_n_steps_and_per_epoch(tmp_path):
         for z1, z2, r, _ in module.seen[lo:hi]: ref.update(z1, z2, r)
         want = ref.compute()
         assert set(got) == {f'collapse/{k}' for k in want}
-        for k, v in want.items(): assert got[f'collapse/{k}'] == pytest.approx(v, rel=1e-5, abs=1e-6), k
-    assert got['collapse/pairs_seen'] == 4 * 16 and 'collapse/r_erank' in got
+        for k, v in want.items():
+            assert got[f'collapse/{k}'] == pytest.approx(v, rel=1e-5, abs=1e-6, nan_ok=True), k
+    assert got['collapse/pairs_seen'] == 4 * 16 and got['collapse/pairs_skipped'] == 0
+    assert {'collapse/r_erank_centered', 'collapse/z_rankme', 'collapse/z_lidar', 'collapse/r_alpha_req'} <= set(got)
     # the loggers and callback_metrics have them
     rows = list(csv.DictReader(open(trainer.logger.log_dir + '/metrics.csv')))
-    logged = [r for r in rows if r.get('collapse/z_erank')]
+    logged = [r for r in rows if r.get('collapse/z_rankme')]
     assert [int(r['step']) for r in logged] == [4, 6, 8, 12]
     assert float(logged[-1]['collapse/uniform']) == pytest.approx(got['collapse/uniform'], rel=1e-6)
     assert float(trainer.callback_metrics['collapse/neg_cos_var']) == pytest.approx(got['collapse/neg_cos_var'])
@@ -73,7 +76,18 @@ def test_callback_per_epoch_and_renamed_keys(tmp_path):
     fit(module, cb, tmp_path, epochs=1)
     assert [step for step, _ in cb.logged] == [6]                 # every_n_steps=0: once, at the epoch's end
     got = cb.logged[0][1]
-    assert got['mon_pairs_seen'] == 96 and 'mon_r_norm_mean' not in got and 0 < got['mon_z_erank'] <= 4
+    assert got['mon_pairs_seen'] == 96 and 'mon_r_norm_mean' not in got and 0 < got['mon_z_erank_centered'] <= 4
+    assert 1 <= got['mon_z_rankme'] <= 4 + 1e-3 and 1 <= got['mon_z_lidar'] <= 4 + 1e-3
+
+
+def test_callback_skips_non_finite_rows_and_says_so(tmp_path):
+    "A NaN row in one step: skipped and counted (a RuntimeWarning), the window not poisoned."
+    module, cb = Tiny('nan'), CollapseMonitorCallback()
+    with pytest.warns(RuntimeWarning, match='skipped 1 of 96 pairs'):
+        fit(module, cb, tmp_path, epochs=1)
+    got = cb.logged[0][1]
+    assert got['collapse/pairs_skipped'] == 1 and got['collapse/pairs_seen'] == 96
+    assert all(v == v for k, v in got.items() if 'alpha_req' not in k)      # no NaN but α-ReQ of a 4-wide z
 
 
 def test_callback_says_what_training_step_must_return(tmp_path):
