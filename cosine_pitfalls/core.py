@@ -282,15 +282,18 @@ class Check(tuple):
     """A deterministic check (a closed form against autograd, a bound, a simulation without seed noise): `holds`
     where `value` ≤ `bound` (side '<=') or ≥ it ('>='), else `fails`; its margin is value against bound."""
     def __new__(cls, label: str, value: float, bound: float, side: str = '<=', holds: str = 'agree',
-                fails: str = 'differ', fmt: str = '.2g'):
+                fails: str = 'differ', fmt: str = '.2g',
+                factor: float = 5.0):  # 'near' its bound: value/bound within (1/factor, factor), same sign
+        check_positive('factor', factor, strict=True)
         check_choice('side', side, ('<=', '>=')); check_choice('holds', holds, ('agree', 'rebuilt', 'corrected'))
         check_choice('fails', fails, ('differ', 'corrected', 'inconclusive'))
         value, bound = float(value), float(bound)
         ok = value <= bound if side == '<=' else value >= bound
         v = holds if ok else fails
+        # near: on either side of its bound within `factor` (a ratio; values of one sign): it could flip
+        near = value * bound > 0 and 1 / factor < value / bound < factor
         return cls._make(v, f'{label} {value:{fmt}} ({side} {bound:{fmt}}) → {v}', label, value, bound, side, ok,
-                         # near: it holds, but within a factor 5 of its bound
-                         ok and bound > 0 and (value > bound / 5 if side == '<=' else value < 5 * bound))
+                         near)
 
     @classmethod
     def _make(cls, v, text, label, value, bound, side, ok, near):
@@ -342,8 +345,9 @@ PARTS = (Part, Within, Check, Untested)
 def _fragile(v: str, parts: list) -> str:
     "Why verdict `v` of these (Holm-adjusted) parts is fragile, or ''."
     tested = lambda p: isinstance(p, TESTS) and p.n >= 2
-    if v in ('agree', 'differ'):
-        deciding = [p for p in parts if p[0] == v]
+    if v in ('agree', 'differ', 'corrected', 'rebuilt'):
+        # the parts that decide: those with the verdict, and for a correction the checks of our derived form
+        deciding = [p for p in parts if p[0] == v or (v == 'corrected' and isinstance(p, Check) and p.ok)]
         near_t = [p for p in deciding if tested(p) and p.p > p.level / 5]
         near_c = [p for p in deciding if isinstance(p, Check) and p.near]
         if v == 'differ':      # a differ stands on its strongest differing part
@@ -353,9 +357,6 @@ def _fragile(v: str, parts: list) -> str:
         else: near = near_t + near_c
         return '; '.join(f'{p.label}: p = {p.p:.2g} vs {p.level:.2g}' if tested(p) else
                          f'{p.label}: {p.value:.2g} vs bound {p.bound:.2g}' for p in near)
-    if v in ('corrected', 'rebuilt'):
-        return '; '.join(f'{p.label}: {p.value:.2g} vs bound {p.bound:.2g}' for p in parts
-                         if isinstance(p, Check) and p.near and p[0] == v)
     def could_flip(p):   # a test within 5× of its level whose call would change the verdict
         if not tested(p): return False
         towards_claim = (np.sign(p.diff) == p.expected) if isinstance(p, Part) else p.p_in <= p.p_out
