@@ -14,21 +14,26 @@ import torch.nn.functional as F
 import xarray as xr
 from matplotlib.lines import Line2D
 
-from .core import ALPHA, check_choice, judge_seeds, paired_diff, parse_numbers, t_critical
+from .clop_synthetic import lambda_parts
+from .core import Judgement, Part, Untested, Within, check_choice, judge_all, parse_numbers
 from .data import AUG_PRESETS, DATASETS, ImageData
 from .embedding_norms import ema_for_steps, ms
 from .evaluation import linear_probe
 from .losses import SIMILARITIES
-from .paper import notebook_ids
+from .paper import effects_of, notebook_ids, paper_effect
 from .train import TrainConfig, encode, load_model, subset_classes, sweep_configs
 
 # %% auto #0
 __all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT',
            'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS',
-           'EMA_PUBLISHED', 'CHANCE_MARGIN', 'BAD', 'CURVE_STYLE', 'check_params', 'parse_transfer', 'side_label',
-           'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings',
-           'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs', 'run_steps',
-           'plan_runs', 'judge_within', 'judge_status', 'drop_from_best', 'ms_status', 'status_panel', 'transfer_probe']
+           'EMA_PUBLISHED', 'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'CURVE_STYLE', 'T2_VARIANTS', 'check_params',
+           'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
+           'margins_settings', 'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
+           'run_steps', 'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound', 'drop_parts',
+           'untested', 'paper_text', 'judge_untrained', 'ms_status', 'status_panel', 'judge_clop_fig6',
+           'judge_clop_fig7', 'judge_clop_table1', 'judge_clop_ablation', 'judge_margins_table1',
+           'judge_margins_table2', 'transfer_probe', 'paper_pair', 'judge_margins_table3', 'judge_margins_table4',
+           'judge_margins_fig3', 'judge_margins_fig4', 'judge_margins_fig5', 'judge_margins_fig6', 'judge_margins_fig7']
 
 # %% ../nbs/05b_prototypes_margins.ipynb #6a0b005b
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -385,50 +390,103 @@ def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result ID
                 ema_used=sorted({(o['method'], o['ema']) for o in settings.values() if o.get('ema') is not None}))
 
 # %% ../nbs/05b_prototypes_margins.ipynb #13f898e5
-CHANCE_MARGIN = 0.01   # "negligible": one point of accuracy (see above)
+M_MARGIN = 1.0   # "negligible" in the margins paper's unit: one point of top-1 (%), ours (see above)
 BAD = ('collapsed', 'diverged')
+MNAME = {'moco_v3': 'MoCo v3', 'simclr': 'SimCLR', 'byol': 'BYOL'}
+MKEY = {v: k for k, v in MNAME.items()}
 
-def judge_within(a: xr.DataArray,      # metric of setting A, with a `seed` dimension
-                 b: xr.DataArray,      # metric of setting B, paired with `a`
-                 margin: float,        # the size below which a difference counts as negligible
-                 label: str = 'a − b', # how the comparison is named
-                 side: str = 'both',   # 'both': |a − b| small; 'upper': a does not exceed b by more than margin
-                 digits: int = 3,
-                 resolution: float = 0.0,  # the metric's step (1/n_test for an accuracy): the s.e.'s floor
-                ) -> tuple[str, str]:  # verdict and one line of text
-    """Claim 'a and b differ by less than margin' (or 'a gains less'), on the 95 % t-interval of the paired
-    mean (n − 1 df, s.e. floored at resolution/√n)."""
-    check_choice('side', side, ('both', 'upper'))
-    d, se = (float(x) for x in paired_diff(a, b)); n = int((a - b).sizes['seed'])
-    se = max(se, resolution / math.sqrt(n)) if math.isfinite(se) else se
-    z = t_critical(n, ALPHA); lo, hi = d - z * se, d + z * se
-    if not math.isfinite(se): v = 'inconclusive'
-    elif side == 'both':
-        v = ('agree' if -margin <= lo and hi <= margin else
-             'differ' if lo > margin or hi < -margin else 'inconclusive')
-    else: v = 'agree' if hi <= margin else 'differ' if lo > margin else 'inconclusive'
-    bound = f'±{margin:g}' if side == 'both' else f'≤ {margin:g}'
-    return v, (f'{label} {d:+.{digits}f} ± {se:.{digits}f} (95 % t-interval '
-               f'[{lo:+.{digits}f}, {hi:+.{digits}f}] vs {bound}) → {v}')
+def chance_band(num_classes: int,  # classes of the probed test set
+                n_test: int,       # its test images
+               ) -> float:         # top-1 (fraction) at or below which a run counts as at chance
+    "Chance, 1/K, plus three binomial standard deviations on `n_test` images (section 5a's band)."
+    p = 1 / num_classes
+    return p + 3 * math.sqrt(p * (1 - p) / n_test)
 
-def judge_status(status: xr.DataArray,  # (seed,) the runs' statuses: 'ok', 'collapsed', 'diverged'
-                 bad: bool,             # True: the claim is 'collapses or diverges'; False: 'neither'
-                 label: str,
-                ) -> tuple[str, str]:   # verdict and one line of text
-    "A collapse claim decided seed by seed: agree if every seed shows it, differ if none does, else inconclusive."
-    st = [str(s) for s in np.asarray(status).ravel()]
-    v = judge_seeds([(s in BAD) == bad for s in st])
-    counts = ', '.join(f'{st.count(k)} {k}' for k in ('ok', *BAD) if st.count(k))
-    claim = 'collapse or divergence' if bad else 'neither'
-    return v, f"{label}: {counts} of {len(st)} seeds (claim: {claim}) → {v}"
+def margin_role(d: str, roles: dict | None = None) -> str:
+    "The margins paper's column a dataset plays (C-10, C-100, STL, TIN); the digits play CIFAR-10's."
+    return (roles or {}).get(d) or NATURAL_ROLE.get(d, 'C-10')
 
-def drop_from_best(acc: xr.DataArray,  # (dim, seed, ...) accuracies, chance where a run diverged
-                   dim: str,           # the swept dimension
-                   end,                # its value where the degradation is measured
-                  ) -> tuple[xr.DataArray, xr.DataArray]:  # per seed: best − end; the best value (seed mean)
-    "Per seed, the accuracy at the setting with the best mean over seeds minus the accuracy at `end`."
-    best = acc.mean('seed').idxmax(dim)
-    return acc.sel({dim: best}) - acc.sel({dim: end}), best
+def _key(u):
+    "A coordinate value as a lookup key: a float for a number (1/3, inf), text otherwise."
+    return float(u) if isinstance(u, (int, float, np.number)) and not isinstance(u, (bool, np.bool_)) else str(u)
+
+class Cells:
+    "The (seed,) values of a metric by coordinates, looked up by position: `Cells(x)(model='simclr', s=1.0)`."
+    def __init__(self, x: xr.DataArray,  # the metric, with a `dim` dimension (seeds) and coordinates on the others
+                 dim: str = 'seed'):
+        x = x.transpose(..., dim)
+        self.values, self.dims = np.asarray(x.values, dtype=float), x.dims[:-1]
+        self.index = {d: {_key(u): i for i, u in enumerate(x[d].values)} for d in self.dims}
+
+    def coords(self, dim: str) -> list:
+        "The values of one dimension, in the dataset's order."
+        return list(self.index[dim])
+
+    def has(self, **at) -> bool:
+        "Whether the cell exists and holds a run for every seed (NaN: not a run of this result)."
+        try: return bool(np.isfinite(self(**at)).all())
+        except KeyError: return False
+
+    def __call__(self, **at) -> np.ndarray:  # (seed,)
+        if set(at) != set(self.dims): raise ValueError(f"name every dimension {list(self.dims)}; got {sorted(at)}")
+        for d in self.dims:
+            if _key(at[d]) not in self.index[d]:
+                raise KeyError(f"{at[d]!r} is not a value of {d}; it has {self.coords(d)}")
+        return self.values[tuple(self.index[d][_key(at[d])] for d in self.dims)]
+
+def _diff(a, b) -> tuple[float, float, int]:
+    "Mean of the paired differences a − b over seeds, its standard error (NaN for one seed), n."
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float); n = d.size
+    return float(d.mean()), (float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan), n
+
+# %% ../nbs/05b_prototypes_margins.ipynb #c03480b8
+def claim(a: np.ndarray, b: np.ndarray,  # (seed,) the metric of the two settings, paired by seed
+          expected: int,                 # +1: the claim is a > b; −1: a < b
+          label: str, resolution: float = 0.0,
+          paper: float | None = None,    # the paper's effect, from the registry (None: a figure)
+          headroom: float | None = None, # how far the metric can still move the claimed way
+         ) -> Part:
+    "`core.judge_claim` on numpy (seed,) arrays (the null test judges each claim 1,000 times): a `Part`."
+    return Part(label, *_diff(a, b), expected, 3, resolution, paper=paper, headroom=headroom)
+
+def within(a: np.ndarray, b: np.ndarray, margin: float, label: str, side: str = 'both',
+           resolution: float = 0.0) -> Within:
+    "`core.judge_within` (TOST) on numpy (seed,) arrays: a `Within`."
+    return Within(label, *_diff(a, b), margin, side, 3, resolution)
+
+def bound(x: np.ndarray, value: float,   # (seed,) the metric, and the bound it is compared with
+          expected: int, label: str, resolution: float = 0.0, paper: float | None = None) -> Part:
+    "`core.judge_bound` on a numpy (seed,) array: the one-sample t-test of x − value, a `Part`."
+    return Part(label, *_diff(x, np.full(np.shape(x), value)), expected, 3, resolution, paper=paper)
+
+def drop_parts(a: Cells,           # top-1 with a `variant` ('base', 'clop', …) and the swept dimension
+               dim: str, end,      # the swept dimension, and its value where the degradation is measured
+               names: dict,        # variant -> name in the text
+               label: str = '', resolution: float = 0.0, paper: float | None = None,
+               **at) -> list:      # the other dimensions, fixed
+    """CLOP's drop from **every** other value of `dim` to `end` is smaller than the baseline's: one Part per
+    value, so that whichever is best is among them (an intersection; Holm across them in `judge_all`)."""
+    out = []
+    for r in a.coords(dim):
+        if r == end: continue
+        drop = lambda v: a(variant=v, **{dim: r}, **at) - a(variant=v, **{dim: end}, **at)
+        out.append(claim(drop('clop'), drop('base'), -1, f"{label}drop from {dim.replace('_', ' ')} {r:g} to "
+                         f"{end:g}: {names['clop']} − {names['base']}", resolution, paper))
+    return out
+
+def untested(label: str, why: str) -> Untested:
+    "A part our grid cannot form: `core.Untested`, its text saying why."
+    return Untested(f'{label}: not tested, {why}', why)
+
+def paper_text(id: str, keep=lambda part: True) -> str:
+    "The paper's registered effects of `id` (those whose part `keep` accepts), for the `detect` line."
+    es = [e for e in effects_of(id) if keep(e.part)]
+    return ('; '.join(f'{e.part} {e.value:g}' if e.value is not None else f'{e.part}: figure only' for e in es)
+            or 'none registered')
+
+def judge_untrained(id: str, profile: str, need: str) -> Judgement:
+    "A result this profile does not train: one `Untested` part, with what it would need."
+    return judge_all([Untested(f'{id}: not trained at the {profile} scale', need)])
 
 # %% ../nbs/05b_prototypes_margins.ipynb #4a4df931
 CURVE_STYLE = {'base': ('tab:gray', 'o'), 'clop': ('tab:red', 's'), 'etf': ('tab:blue', '^')}
@@ -469,6 +527,114 @@ def status_panel(ax, acc: xr.DataArray,  # (variant, x, seed) accuracy, NaN wher
              Line2D([], [], ls='', marker='v', color='k', label='a seed that diverged (at chance)')]
     ax.legend(handles=ax.get_legend_handles_labels()[0] + extra, fontsize=7)
 
+# %% ../nbs/05b_prototypes_margins.ipynb #7199fe8d
+def judge_clop_fig6(ds: xr.Dataset,     # `top1` (labels, variant, batch_size, seed): fraction, chance where diverged
+                    resolution: float,  # one test image (1/n_test)
+                   ) -> Judgement:
+    """clop Fig. 6: with CLOP "significantly less performance degradation at smaller batch sizes" — for each
+    label share, CLOP's drop from every larger batch to the smallest is smaller than its baseline's."""
+    a = Cells(ds.top1); end = min(a.coords('batch_size'))
+    paper = paper_effect('clop.fig6', 'CLOP drop − baseline drop')
+    return judge_all([p for lab in a.coords('labels')
+                      for p in drop_parts(a, 'batch_size', end, CURVE_NAMES[lab], f'{lab} labels, ', resolution,
+                                          paper, labels=lab)])
+
+# %% ../nbs/05b_prototypes_margins.ipynb #b43e17d0
+def judge_clop_fig7(ds: xr.Dataset,     # `top1` (labels, variant, lr, seed): fraction, chance where diverged
+                    band: float,        # the chance band of the test set (`chance_band`)
+                    resolution: float,  # one test image (1/n_test)
+                   ) -> Judgement:
+    """clop Fig. 7, for each label share: at the largest rate the baseline ends at chance (below the band) and
+    CLOP above it, and CLOP's drop from every smaller rate to the largest is smaller than the baseline's."""
+    a = Cells(ds.top1); top = max(a.coords('lr')); P = lambda k: paper_effect('clop.fig7', k)
+    parts = []
+    for lab in a.coords('labels'):
+        n = CURVE_NAMES[lab]
+        parts += [bound(a(labels=lab, variant='base', lr=top), band, -1, f"{n['base']} at lr {top:g}: top-1 − "
+                        f"chance band (collapsed at the end)", resolution,
+                        P('baseline at the largest lr − chance band')),
+                  bound(a(labels=lab, variant='clop', lr=top), band, +1, f"{n['clop']} at lr {top:g}: top-1 − "
+                        f"chance band (not collapsed)", resolution, P('CLOP at the largest lr − chance band')),
+                  *drop_parts(a, 'lr', top, n, f'{lab} labels, ', resolution, P('CLOP drop − baseline drop'),
+                              labels=lab)]
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #e26cc170
+def judge_clop_table1(ds: xr.Dataset,    # `top1` (dataset, lam, seed): SupCon + CLOP top-1 (fraction), 100 % labels
+                      resolution: dict,   # dataset -> one test image
+                      columns: dict,      # dataset -> the paper's column of Table 1 ('C-100' or 'TIN')
+                     ) -> Judgement:
+    """clop Table 1, per dataset: "stable for λ values ranging from 0.1 to 1.5, with λ = 1.0 and λ = 1.5 yielding
+    the best" — section 3's `lambda_parts`: 'best' (λ 1.0 and 1.5 each above every other λ, against the paper's gap
+    in the dataset's column) and 'stable' (every other λ within its margin of λ = 1, TOST), all in one `judge_all`."""
+    lams, parts = [float(l) for l in ds.lam.values], []
+    labels = [f'λ {l:g}' for l in lams]
+    for d in ds.dataset.values:
+        d = str(d); col = columns[d]
+        acc = ds.top1.sel(dataset=d).rename(lam='variant').assign_coords(variant=labels)
+        paper = {e.part.split(': ', 1)[1]: e.value for e in effects_of('clop.table1') if e.part.startswith(f'{col}: ')}
+        p = lambda_parts(acc, lams, labels, resolution=resolution[d], paper=paper, name=d, ceiling=1.0)
+        parts += p['best'] + p['stable']
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #f83e19ae
+def judge_clop_ablation(ds: xr.Dataset,     # `top1` (<dim>, seed): SupCon + CLOP top-1 (fraction) per setting
+                        id: str,            # 'clop.table2' or 'clop.table3': the paper's effects come from its
+                        dim: str,           # the ablated setting: 'similarity' or 'aug'
+                        order: list,        # the paper's order, best first (settings not in `ds` are left out)
+                        resolution: float,  # one image of the probe
+                       ) -> Judgement:
+    "clop Tables 2-3: the paper's order, every pair of it (first > later), paired over seeds."
+    a = Cells(ds.top1); order = [o for o in order if o in a.coords(dim)]
+    parts = [claim(a(**{dim: x}), a(**{dim: y}), +1, f'{x} − {y}', resolution, paper_effect(id, f'{x} − {y}'),
+                   1 - float(a(**{dim: y}).mean())) for i, x in enumerate(order) for y in order[i + 1:]]
+    return judge_all(parts or [untested(f'{id}: the paper\'s order', f'fewer than two of {order} trained')])
+
+# %% ../nbs/05b_prototypes_margins.ipynb #3f34fb40
+def judge_margins_table1(ds: xr.Dataset,    # `top1` (dataset, model, att, alpha, seed) in %, chance where diverged
+                         resolution: dict,  # dataset -> one test image, in points
+                        ) -> Judgement:
+    """margins Table 1: attenuating "does not significantly improve performance in both cases (types I and II)" —
+    for every dataset, method, type and α > 0 the gain over α = 0 is shown to lie below one point (TOST)."""
+    a = Cells(ds.top1); parts = []
+    for d in a.coords('dataset'):
+        for m in a.coords('model'):
+            b0 = a(dataset=d, model=m, att='none', alpha=0.0)
+            parts += [within(a(dataset=d, model=m, att=t, alpha=al), b0, M_MARGIN,
+                             f'{d} {MNAME[m]} type {t} α {al:g} − α 0', 'upper', resolution[d])
+                      for t in ('I', 'II') for al in a.coords('alpha') if al > 0]
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #ad97ff5c
+T2_VARIANTS = {'moco_v3': ['base', 'margins', 'pos', 'pos&curv', 'ratio'],   # margins Table 2's rows
+               'simclr': ['base', 'margins', 'pos', 'pos&curv', 'ratio'], 'byol': ['base', 'curv']}
+
+def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lrf, seed) in %, chance where diverged
+                         resolution: dict,  # dataset -> one test image, in points
+                         roles: dict | None = None,  # dataset -> the paper's column (default: its natural one)
+                        ) -> Judgement:
+    """margins Table 2, for every dataset column: MoCo v3 + pos. and + pos. & curv. beat MoCo v3 at **every** rate
+    of the lr grid (lrf); + margins and + ratio beat MoCo v3 (the paper's rate); + pos. beats + margins and
+    + ratio; SimCLR + margins and + ratio beat SimCLR, and SimCLR + pos. gains less than a point; BYOL + curv.
+    beats BYOL."""
+    a, parts = Cells(ds.top1), []
+    for d in a.coords('dataset'):
+        r, res = margin_role(d, roles), resolution[d]
+        A = lambda m, v, f=1.0: a(dataset=d, model=m, variant=v, lrf=f)
+        def gain(m, v, w='base', f=1.0):
+            name = f'{MNAME[m]} + {v} − ' + (MNAME[m] if w == 'base' else f'+ {w}')
+            lr = f' (lr ×{f:g})' if (m, w) == ('moco_v3', 'base') and v.startswith('pos') else ''
+            return claim(A(m, v), A(m, w, f), +1, f'{d}: {name}{lr}', res,
+                         paper_effect('margins.table2', f'{r}: {name}'), 100 - float(A(m, w, f).mean()))
+        parts += [gain('moco_v3', v, f=f) for v in ('pos', 'pos&curv') for f in a.coords('lrf')
+                  if a.has(dataset=d, model='moco_v3', variant='base', lrf=f)]
+        parts += [gain('moco_v3', v) for v in ('margins', 'ratio')] + [gain('moco_v3', 'pos', w) for w in
+                                                                     ('margins', 'ratio')]
+        parts += [gain('simclr', v) for v in ('margins', 'ratio')]
+        parts += [within(A('simclr', 'pos'), A('simclr', 'base'), M_MARGIN, f'{d}: SimCLR + pos − SimCLR', 'upper',
+                         res), gain('byol', 'curv')]
+    return judge_all(parts)
+
 # %% ../nbs/05b_prototypes_margins.ipynb #824c3fa0
 def transfer_probe(run_dir: str | Path,          # a finished training run (train's out_dir)
                    target: ImageData,             # the target dataset, at the run's image side and channels
@@ -482,3 +648,124 @@ def transfer_probe(run_dir: str | Path,          # a finished training run (trai
     tr, te = (encode(model, x, target.mean, target.std) for x in (data.train_x, data.test_x))   # (n, f), (m, f)
     out = linear_probe(tr, data.train_y, te, data.test_y, epochs=epochs, seed=cfg.seed)
     return dict(top1=out['top1'], top5=out['top5'])
+
+# %% ../nbs/05b_prototypes_margins.ipynb #9b7c154d
+def paper_pair(pair: tuple) -> str | None:
+    "The margins paper's Table 3 column of a transfer pair ((src, classes), (dst, classes)), e.g. 'C-100 → C-10'."
+    (src, s_cls), (dst, d_cls) = pair
+    if s_cls or d_cls or src not in NATURAL_ROLE or dst not in NATURAL_ROLE: return None   # not the paper's
+    return f'{NATURAL_ROLE[src]} → {NATURAL_ROLE[dst]}'
+
+def judge_margins_table3(ds: xr.Dataset,   # `top1` (pair, model, variant, seed): transfer top-1 in %, chance where
+                                           # the source run diverged
+                         resolution: dict,  # pair -> one target test image, in points
+                         columns: dict,     # pair -> the paper's column ('C-100 → C-10', ...) or None (not in it)
+                        ) -> Judgement:
+    """margins Table 3, per transfer pair: MoCo v3 + pos. beats MoCo v3, and + ratio beats the baseline for MoCo v3
+    and for SimCLR (the paper's effect where the pair is one of its columns; else none: such a part cannot differ)."""
+    a, parts = Cells(ds.top1), []
+    for p in a.coords('pair'):
+        col, res = columns.get(p), resolution[p]
+        for m, v in (('moco_v3', 'pos'), ('moco_v3', 'ratio'), ('simclr', 'ratio')):
+            name, b = f'{MNAME[m]} + {v} − {MNAME[m]}', a(pair=p, model=m, variant='base')
+            parts.append(claim(a(pair=p, model=m, variant=v), b, +1, f'{p}: {name}', res,
+                               paper_effect('margins.table3', f'{col}: {name}') if col else None,
+                               100 - float(b.mean())))
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #1a27c212
+def judge_margins_table4(ds: xr.Dataset,    # `top1` (model, variant, seed) in %: ImageNet, ResNet-50
+                         resolution: float,  # one validation image, in points (100/50,000)
+                        ) -> Judgement:
+    "margins Table 4: + pos. & curv. beats each baseline on ImageNet, paired over seeds."
+    a = Cells(ds.top1)
+    return judge_all([claim(a(model=m, variant='pos&curv'), a(model=m, variant='base'), +1,
+                            f'{MNAME[m]} + pos&curv − {MNAME[m]}', resolution,
+                            paper_effect('margins.table4', f'{MNAME[m]} + pos&curv − {MNAME[m]}'),
+                            100 - float(a(model=m, variant='base').mean())) for m in a.coords('model')])
+
+# %% ../nbs/05b_prototypes_margins.ipynb #8579bacf
+def judge_margins_fig3(ds: xr.Dataset,    # `top1` (model, s, lrf, seed) in %, chance where diverged (NaN: no run)
+                       resolution: float,  # one image of the probe, in points
+                      ) -> Judgement:
+    """margins Fig. 3: (1) MoCo v3 rises — s = 20 (its Table 6 value for CIFAR-10) at the paper's rate beats s = 1 at
+    **every** rate of the lr grid; (2) then falls — s = 20 beats each larger s of the grid; (3) SimCLR is flat —
+    every s > 1 of its grid gains less than one point (TOST)."""
+    a = Cells(ds.top1); sp = MARGINS_HP['moco_v3']['pos']['C-10']
+    grid = lambda m: sorted(s for s in a.coords('s') if a.has(model=m, s=s, lrf=1.0))
+    mo = lambda s, f=1.0: a(model='moco_v3', s=s, lrf=f)
+    si = lambda s: a(model='simclr', s=s, lrf=1.0)
+    if sp in grid('moco_v3'):
+        parts = [claim(mo(sp), mo(1.0, f), +1, f'MoCo v3 rises: s {sp:g} (lr ×1) − s 1 (lr ×{f:g})', resolution,
+                       paper_effect('margins.fig3', 'MoCo v3 s 20 − s 1'), 100 - float(mo(1.0, f).mean()))
+                 for f in a.coords('lrf') if a.has(model='moco_v3', s=1.0, lrf=f)]
+        parts += [claim(mo(sp), mo(s), +1, f'MoCo v3 falls: s {sp:g} − s {s:g}', resolution,
+                        paper_effect('margins.fig3', 'MoCo v3 s 20 − a larger s'))
+                  for s in grid('moco_v3') if s > sp] or [
+            untested('MoCo v3 falls: s 20 − a larger s', f'the grid has no s above {sp:g}')]
+    else: parts = [untested('MoCo v3 rises and falls', f"the grid lacks the paper's s = {sp:g} (its Table 6)")]
+    parts += [within(si(s), si(1.0), M_MARGIN, f'SimCLR flat: s {s:g} − s 1', 'upper', resolution)
+              for s in grid('simclr') if s > 1] or [untested('SimCLR flat', 'the grid has no s above 1')]
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #9f4f9ab1
+def judge_margins_fig4(ds: xr.Dataset,    # `top1` (batch_size, s, seed) in %: SimCLR, chance where diverged
+                       resolution: float,  # one test image, in points
+                      ) -> Judgement:
+    """margins Fig. 4: "as the batch size increases, the optimal s increases, as does the performance gap" — the
+    gain of the grid's largest s over s = 1 is larger at the largest batch than at the smallest."""
+    a = Cells(ds.top1); bs, ss = sorted(a.coords('batch_size')), sorted(a.coords('s'))
+    if len(bs) < 2 or len(ss) < 2: return judge_all([untested('margins.fig4', 'one batch or one s in the grid')])
+    gain = lambda b: a(batch_size=b, s=ss[-1]) - a(batch_size=b, s=1.0)
+    return judge_all([claim(gain(bs[-1]), gain(bs[0]), +1, f'gain of s {ss[-1]:g} over s 1: batch {bs[-1]:g} − '
+                            f'batch {bs[0]:g}', resolution,
+                            paper_effect('margins.fig4', 'gain of the largest s: largest − smallest batch'))])
+
+# %% ../nbs/05b_prototypes_margins.ipynb #1a28d3b8
+def judge_margins_fig5(ds: xr.Dataset,    # `top1` (model, c, seed) in %, c = inf: no curvature; chance if diverged
+                       resolution: float,  # one image of the probe, in points
+                      ) -> Judgement:
+    """margins Fig. 5, per method at s = 1: (1) the smallest c ("extremely small") falls below no curvature;
+    (2) every other c of the grid is within one point of it (TOST, both sides)."""
+    a = Cells(ds.top1); cs = sorted(c for c in a.coords('c') if np.isfinite(c)); parts = []
+    for m in a.coords('model'):
+        b0 = a(model=m, c=math.inf)
+        parts.append(claim(a(model=m, c=cs[0]), b0, -1, f'{MNAME[m]}: c {cs[0]:.3g} − no curvature', resolution,
+                           paper_effect('margins.fig5', 'smallest c − no curvature')))
+        parts += [within(a(model=m, c=c), b0, M_MARGIN, f'{MNAME[m]}: c {c:.3g} − no curvature', 'both', resolution)
+                  for c in cs[1:]]
+    if len(cs) < 2: parts.append(untested('negligible for larger c', f'the grid has only c {cs[0]:.3g}'))
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #4037d886
+def judge_margins_fig6(ds: xr.Dataset,    # `top1` (s, c, seed) in %: MoCo v3, c = inf no curvature
+                       resolution: float,  # one test image, in points
+                      ) -> Judgement:
+    """margins Fig. 6: (1) the spread over c (per seed, the std of top-1 across the c grid) is larger at the largest
+    s than at s = 1; (2) at the largest s the mean over c ≥ 1 beats the mean over c < 0.7 (0.7 in neither)."""
+    a = Cells(ds.top1); ss = sorted(a.coords('s')); cs = sorted(c for c in a.coords('c') if np.isfinite(c))
+    over = lambda s, cc: np.stack([a(s=s, c=c) for c in cc])                      # (c, seed)
+    hi, lo, top = [c for c in cs if c >= 1], [c for c in cs if c < 0.7], ss[-1]
+    P = lambda k: paper_effect('margins.fig6', k)
+    parts = [claim(over(top, cs).std(0), over(1.0, cs).std(0), +1, f'spread over c: s {top:g} − s 1', resolution,
+                   P('spread over c: largest s − s 1')) if len(cs) > 1 and top > 1 else
+             untested('spread over c: largest s − s 1', 'the grid needs two c and an s above 1'),
+             claim(over(top, hi).mean(0), over(top, lo).mean(0), +1, f's {top:g}: mean over c ≥ 1 − mean over '
+                   f'c < 0.7', resolution, P('mean over c ≥ 1 − mean over c < 0.7')) if hi and lo else
+             untested('mean over c ≥ 1 − mean over c < 0.7', 'the c grid lacks values on one side of 1')]
+    return judge_all(parts)
+
+# %% ../nbs/05b_prototypes_margins.ipynb #fa1b0288
+def judge_margins_fig7(ds: xr.Dataset,    # `top1` (model, m1, seed) in %, m1 = 0: no ratio; chance if diverged
+                       resolution: float,  # one test image, in points
+                      ) -> Judgement:
+    """margins Fig. 7, per method: the m₁ of its Table 8 for CIFAR-10 (MoCo v3 1.6, SimCLR 0.2, fixed in advance)
+    beats no ratio (m₁ = 0); where the grid lacks it, the part is untested (never the grid's best instead)."""
+    a = Cells(ds.top1); parts = []
+    for m in a.coords('model'):
+        r, b = MARGINS_HP[m]['ratio']['C-10'], a(model=m, m1=0.0)
+        name = f'{MNAME[m]} m1 {r:g} − no ratio'
+        parts.append(claim(a(model=m, m1=r), b, +1, name, resolution, paper_effect('margins.fig7', name),
+                           100 - float(b.mean())) if a.has(model=m, m1=r) else
+                     untested(name, f"the grid lacks the paper's m1 = {r:g} (its Table 8)"))
+    return judge_all(parts)
