@@ -89,6 +89,27 @@ def test_sync_free_views_are_bit_for_bit(preset, digits):
     assert all(torch.equal(u, v) for u, v in zip(a, b))
 
 
+HOST_READS = {'aten::item', 'aten::_local_scalar_dense', 'aten::nonzero', 'aten::masked_select', 'aten::unique',
+              'aten::_unique2', 'aten::bincount', 'aten::is_nonzero'}
+
+
+@pytest.mark.parametrize('preset', ['simclr', 'byol', 'margins', 'digits', 'none'])
+def test_views_are_a_few_ops_and_read_nothing_back(preset, digits):
+    """The fused views (issue 27): two views in <= 100 top-level aten calls (after the call that builds the cached
+    tables), and no op that reads a value back to the host (`item`, `nonzero`, ...): no device sync on any device."""
+    from torch.profiler import ProfilerActivity, profile
+    x = digits.train_x[:48].expand(-1, 3, -1, -1).contiguous() if preset != 'digits' else digits.train_x[:48]
+    m, s = (digits.mean * (3 if preset != 'digits' else 1)), (digits.std * (3 if preset != 'digits' else 1))
+    g = torch.Generator().manual_seed(1)
+    make_views(x, preset, g, m, s, sync_free=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof: views = make_views(x, preset, g, m, s, sync_free=True)
+    ev = [e for e in prof.events() if e.name.startswith('aten::')]
+    top = [e for e in ev if e.cpu_parent is None or not e.cpu_parent.name.startswith('aten::')]
+    assert len(top) <= 100, (preset, len(top))
+    assert not {e.name for e in ev} & HOST_READS, {e.name for e in ev} & HOST_READS
+    assert [tuple(v.shape) for v in views] == [tuple(x.shape)] * 2 and all(torch.isfinite(v).all() for v in views)
+
+
 def test_compiled_run_with_record_init_has_no_graph_break(digits, tmp_path):
     """torch.compile of the backbone after the epoch-0 record (calibrate_bn on the uncompiled module): no graph break,
     no recompile beyond train/eval. Dynamo's graph breaks do not depend on the backend: aot_eager keeps the test short
