@@ -65,7 +65,11 @@ def rankme(z: Tensor,              # embeddings, (*b, n, d), as the network retu
 
 def _lidar(x: Tensor, delta: float, eps: float) -> Tensor:             # (*b, n, q, d) -> (*b,) float64
     "`lidar` without the checks."
-    x = x.double(); n, q, d = x.shape[-3:]
+    x = x.double(); n, q, d = x.shape[-3:]; pad = 0
+    if n * q < d:   # both scatters live in the span of the centred rows (δI outside): solve there, pad 0s
+        c = (x - x.mean((-3, -2), keepdim=True)).flatten(-3, -2)      # (*b, n q, d) centred rows
+        basis = torch.linalg.qr(c.transpose(-1, -2)).Q                 # (*b, d, n q) orthonormal, their span
+        x, pad, d = x @ basis.unsqueeze(-3), d - n * q, n * q          # (*b, n, q, n q)
     mu_i = x.mean(-2)                                                  # (*b, n, d) class means
     cb = mu_i - mu_i.mean(-2, keepdim=True)                            # (*b, n, d)
     sb = cb.transpose(-1, -2) @ cb / (n - 1)                           # (*b, d, d) between-class scatter
@@ -76,7 +80,7 @@ def _lidar(x: Tensor, delta: float, eps: float) -> Tensor:             # (*b, n,
     w = w.clamp_min(torch.finfo(x.dtype).tiny)
     isq = (v * w.rsqrt().unsqueeze(-2)) @ v.transpose(-1, -2)           # Σ_w^{-1/2}
     lam = torch.linalg.eigvalsh(isq @ sb @ isq)                        # (*b, d) eigenvalues of Σ_lidar
-    return _entropy_rank(lam, eps)
+    return _entropy_rank(torch.cat([lam, lam.new_zeros(*lam.shape[:-1], pad)], -1), eps)
 
 def lidar(x: Tensor,                    # (*b, n, q, d): q ≥ 2 views (augmentations) of each of n ≥ 2 samples
           delta: float = LIDAR_DELTA,   # δ added to the within-class scatter (absolute: mind the scale of x)

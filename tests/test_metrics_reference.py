@@ -95,7 +95,7 @@ def test_rankme_and_centred_rank_against_numpy(n, d, offset):
     np.testing.assert_allclose(st['z_spectrum'].numpy(), cov, rtol=1e-9, atol=1e-12)   # σ²/(n − 1)
 
 
-@pytest.mark.parametrize('n,q,d', [(40, 2, 8), (25, 5, 6), (10, 2, 16)])
+@pytest.mark.parametrize('n,q,d', [(40, 2, 8), (25, 5, 6), (10, 2, 16), (6, 2, 40)])   # n q < d: the span
 def test_lidar_against_numpy(n, q, d):
     x = RNG.standard_normal((n, 1, d)) * 2 + RNG.standard_normal((n, q, d)) * np.linspace(1, 0.1, d)
     assert float(lidar(torch.from_numpy(x))) == pytest.approx(np_lidar(x), rel=1e-9)
