@@ -18,7 +18,8 @@ from .utils import (atomic_path, atomic_write_text, check_choice, check_positive
                                    params_hash, stale_tmp)
 from .data import (AUG_PRESETS, DATASETS, DEFAULT_SIZES, eval_images, labelled_mask, load_dataset,
                                   make_views)
-from .diagnostics import PreNormCapture, norm_stats, pair_stats, spectrum_stats
+from .diagnostics import (ALPHA_REQ_RANKS, LIDAR_DELTA, LIDAR_EPS, METRICS, RANKME_EPS,
+                                         PreNormCapture, norm_stats, pair_stats, spectrum_stats)
 from .evaluation import knn_topk, linear_probe
 from .mechanisms import dist_info
 from .methods import CONTRASTIVE, MethodConfig, SSLMethod, make_heads
@@ -404,8 +405,14 @@ def history_dataset(history: list[dict], cfg: TrainConfig, extra_attrs: dict) ->
     ds = xr.Dataset(data, coords=dict(epoch=epochs))
     # runs of other widths align
     ds = ds.assign_coords({d: np.arange(n) for d, n in ds.sizes.items() if d != 'epoch'})
+    for k in ds.data_vars:                                   # each diagnostic's definition and convention
+        if k in METRICS: ds[k].attrs['description'] = METRICS[k]
+    conventions = dict(alpha=2.0, t=2.0, lidar_delta=LIDAR_DELTA, lidar_eps=LIDAR_EPS, rankme_eps=RANKME_EPS,
+                       alpha_req_ranks=list(ALPHA_REQ_RANKS),
+                       pooled='the diag_samples fixed training images (clean) and their two fixed views, '
+                              'eval mode')
     attrs = dict(config=json.dumps(asdict(cfg), default=str), run_id=cfg.run_id(), method=cfg.method,
-                 dataset=cfg.dataset)
+                 dataset=cfg.dataset, diagnostics=json.dumps(conventions))
     ds.attrs.update({k: (json.dumps(v) if isinstance(v, (dict, list, tuple)) or v is None else v)
                      for k, v in {**attrs, **extra_attrs}.items()})
     return ds
