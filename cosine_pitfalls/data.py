@@ -531,6 +531,8 @@ def _jitter3(x: Tensor, g: Tensor, pos: Tensor, active: Tensor, k: SimpleNamespa
     for s in range(k.ns):
         M, Cm = T[2 * s], T[2 * s + 1]
         if k.hue and s == k.Ka: x = torch.where(active, _hue3(x, Cm[..., :1], k.D), x)
+        elif C == 1:                                                     # (1, 1) matrices: elementwise, faster
+            x = (torch.addcmul(Cm * x.mean(-1, keepdim=True), M, x) if k.contrast else M * x).clamp_(0, 1)
         elif k.contrast: x = torch.baddbmm(torch.bmm(Cm, x.mean(-1, keepdim=True)), M, x).clamp_(0, 1)
         else: x = torch.bmm(M, x).clamp_(0, 1)
     return x
