@@ -358,7 +358,7 @@ def detect_text(j: Judgement,           # one claim's judgement
     lo, hi = min(p.detectable for p in ps), max(p.detectable for p in ps)
     pe = sorted(p.paper for p in ps if p.paper is not None)
     paper = (f"paper's {pe[0]:.3g}" + (f"–{pe[-1]:.3g}" if pe[-1] > pe[0] else '') if pe
-             else 'the paper prints none (a figure)')
+             else 'no paper effect in their unit (a figure, or a setting the paper did not run)')
     return (f"{len(ps)} test(s) on {ps[0].n} seeds, each detects |Δ| ≥ {lo:.3g}" + (f"–{hi:.3g}" if hi > lo else '')
             + f"{unit} at its Holm level; {paper}"
             + (f" ({len(pe)} of {len(ps)} with a paper effect)" if pe and len(pe) < len(ps) else ''))
