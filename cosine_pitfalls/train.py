@@ -31,8 +31,9 @@ __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATUR
            'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr',
            'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'read_checkpoint',
            'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
-           'subset_classes', 'run_ids', 'check_run_dir', 'train', 'DeviceChoices', 'device_choices', 'embedding_width',
-           'check_data', 'run_environment', 'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
+           'subset_classes', 'run_ids', 'check_run_dir', 'pin_threads', 'train', 'DeviceChoices', 'device_choices',
+           'embedding_width', 'check_data', 'run_environment', 'sweep_configs', 'sweep', 'train_parser',
+           'config_from_args', 'main']
 
 # %% ../nbs/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -115,7 +116,7 @@ class TrainConfig(MethodConfig):
     collapse_std: float = 1e-3         # complete collapse: mean std of ℓ2-normalized embeddings below this
     checkpoint_every: int = 1          # write a checkpoint every this many epochs (0: never)
     out_dir: str = ''                  # where run.nc, config.json and checkpoint.pt go ('' writes nothing)
-    threads: int = 0                   # torch CPU threads (0: leave as is)
+    threads: int = 0                   # torch CPU threads (0: leave as is; `sweep` trains each run on 1)
     show_progress: bool = True         # a tqdm bar with loss and last kNN
 
     def __post_init__(self): self.validate()
@@ -517,6 +518,14 @@ def check_run_dir(out: str | Path,  # the run's folder (train's out_dir)
                          "give a fresh --out")
 
 # %% ../nbs/17_train.ipynb #17a00022
+def pin_threads(n: int,  # torch CPU threads of this process (intra-op), >= 1
+               ) -> None:
+    "Set torch's intra-op threads to `n`, and its inter-op threads too while this process has not started them."
+    torch.set_num_threads(n)
+    if torch.get_num_interop_threads() != n:
+        try: torch.set_num_interop_threads(n)
+        except RuntimeError: pass   # fixed once started; they compute nothing of a training step's numbers
+
 def train(cfg: TrainConfig,            # the run (validated)
           data=None,                   # an ImageData already loaded (else load_dataset from cfg)
           # stop after this many epochs, leaving only the checkpoint (tests resumption)
@@ -533,7 +542,7 @@ def train(cfg: TrainConfig,            # the run (validated)
         if out is not None and (out/RESULT).exists():
             done = xr.load_dataset(out/RESULT, engine='h5netcdf')
             if done.attrs.get('run_id') == cfg.run_id(): return done
-        if cfg.threads: torch.set_num_threads(cfg.threads)
+        if cfg.threads: pin_threads(cfg.threads)
         torch.set_flush_denormal(True)  # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
         return _train(cfg, data, rank, world, dev, out, stop_after, choices)
     finally:
@@ -808,8 +817,9 @@ def sweep(base: TrainConfig,            # the settings every run shares
     "Train named settings x a grid x seeds (finished runs skipped, interrupted ones resumed); one Dataset of all."
     runs = sweep_configs(base, grid, seeds, out_dir, settings)  # every config validated before any training
     _int('workers', workers, 1)
-    todo = [asdict(dataclasses.replace(c, show_progress=False, threads=1 if workers > 1 else c.threads))
-            for _, c in runs]
+    # one thread a run, in a worker or in this process alike (unless its config sets another): the thread count
+    # changes the numbers, and they must not depend on how many workers ran the sweep
+    todo = [asdict(dataclasses.replace(c, show_progress=False, threads=c.threads or 1)) for _, c in runs]
     # finished runs are read, not sent to a worker
     todo = [kw for (_, c), kw in zip(runs, todo) if not _finished(c)]
     todo = list({kw['out_dir']: kw for kw in todo}.values())  # settings that are the same run train once
