@@ -10,18 +10,20 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable
 
-from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICTS, atomic_write_text, check_choice,
-                                  git_sha, params_hash, stale_tmp)
+from .core import (JOB_ENV, PROFILES, VERDICT_RULE, VERDICT_TERMS, VERDICTS, atomic_write_text,
+                                  check_choice, git_sha, params_hash, stale_tmp)
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'MAX_INT', 'LOCK', 'KERNEL_ARGS', 'NOTEBOOK_HTML', 'SCALE_NOTE', 'find_nbs', 'notebook_path',
-           'implemented', 'notebook_params', 'parse_value', 'check_params', 'check_values', 'profile_params', 'plan',
-           'environment', 'read_json', 'read_manifest', 'file_problem', 'result_problem', 'code_hash', 'job_hash',
-           'registered', 'is_done', 'damaged', 'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_job',
-           'own_notebooks', 'reproduce', 'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'anchor_ids',
-           'render_html', 'render_missing', 'status', 'report_rows', 'report_header', 'write_report',
-           'write_report_html', 'report_problems', 'write_reports', 'main']
+__all__ = ['REQUIRED_PARAMS', 'MAX_INT', 'LOCK', 'KERNEL_ARGS', 'CPU_PROFILES', 'PIN_THREADS', 'PIN_ISA', 'ENV_RECORD',
+           'NOTEBOOK_HTML', 'SCALE_NOTE', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params', 'parse_value',
+           'check_params', 'check_values', 'profile_params', 'plan', 'environment', 'read_json', 'read_manifest',
+           'file_problem', 'result_problem', 'code_hash', 'job_hash', 'registered', 'is_done', 'damaged', 'sweep_tmp',
+           'lock_out', 'check_out', 'kept_as', 'run_job', 'own_notebooks', 'reproduce', 'cpu_flags', 'cpu_model',
+           'kernel_env', 'kernel_args', 'onednn_isa', 'compute_environment', 'kernel_start', 'describe_environment',
+           'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'anchor_ids', 'render_html',
+           'render_missing', 'status', 'report_rows', 'report_header', 'write_report', 'write_report_html',
+           'report_problems', 'write_reports', 'main']
 
 # %% ../nbs/90_runner.ipynb #4b64c048
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -361,12 +363,15 @@ def run_job(job: dict, out: Path, progress: bool = False,
                params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
                executed_notebook=str(final.relative_to(out)))
     t0 = time.time(); tmp = runs/f'.{final.stem}.{os.getpid()}.running.ipynb'
-    before = os.environ.get(JOB_ENV)
-    os.environ[JOB_ENV] = h          # the kernel inherits it: summaries carry the job
+    fd, record = tempfile.mkstemp(prefix='cosine-pitfalls-env.', suffix='.json'); os.close(fd)
+    # the kernel inherits them: summaries carry the job; the pins; where it says what it computes with
+    given = {JOB_ENV: h, ENV_RECORD: record, **kernel_env(job['params']['profile'])}
+    before = {k: os.environ.get(k) for k in given}
+    os.environ.update(given)
     try:
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
                             progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
-                            extra_arguments=KERNEL_ARGS)
+                            extra_arguments=kernel_args(job['params']['profile']))
         rec.update(status='ok', error=None)
     except pm.PapermillExecutionError as e:    # a Ctrl-C that reached the kernel first is an interruption too
         rec.update(status='interrupted' if e.ename == 'KeyboardInterrupt' else 'failed',
@@ -377,8 +382,12 @@ def run_job(job: dict, out: Path, progress: bool = False,
     except Exception as e:           # also OSError, e.g. a full disk
         rec.update(status='failed', error=dict(cell=None, ename=type(e).__name__, evalue=str(e)[:2000]))
     finally:
-        if before is None: os.environ.pop(JOB_ENV, None)
-        else: os.environ[JOB_ENV] = before
+        for k, v in before.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+        try: rec['environment'] = json.loads(Path(record).read_text(encoding='utf-8') or 'null')
+        except (OSError, ValueError): rec['environment'] = None
+        Path(record).unlink(missing_ok=True)
     rec['wall_s'] = round(time.time() - t0, 2)
     rec['registered'] = [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)]
     stale = [i for i in job['ids'] if i not in rec['registered']]
@@ -467,6 +476,93 @@ def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, 
         signal.signal(signal.SIGTERM, old)
         sweep_tmp(out)
     return 1 if failed else 0
+
+# %% ../nbs/90_runner.ipynb #50ae849a
+CPU_PROFILES = ('smoke', 'cpu', 'cpu-long')    # the profiles that train on the CPU: their kernels are pinned
+PIN_THREADS = dict(OMP_NUM_THREADS='1', MKL_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1')
+PIN_ISA = dict(ATEN_CPU_CAPABILITY='avx2',      # torch's own vectorized kernels
+               ONEDNN_MAX_CPU_ISA='AVX2',        # oneDNN: the convolutions
+               MKL_ENABLE_INSTRUCTIONS='AVX2',   # MKL: the matrix products (on Intel CPUs; MKL has its own path on others)
+               OPENBLAS_CORETYPE='Haswell')      # numpy's and scipy's OpenBLAS: its AVX2 kernels
+ENV_RECORD = 'COSINE_PITFALLS_ENV_RECORD'       # the file a kernel writes its `compute_environment` to
+
+def cpu_flags() -> set:
+    "The instruction-set flags of this machine's CPU, from /proc/cpuinfo (empty where there is none)."
+    try: text = Path('/proc/cpuinfo').read_text(encoding='utf-8', errors='replace')
+    except OSError: return set()
+    line = next((l for l in text.splitlines() if l.startswith(('flags', 'Features'))), '')
+    return set(line.partition(':')[2].split())
+
+def cpu_model() -> str:
+    "The CPU's model name (/proc/cpuinfo), else what `platform` says."
+    try: text = Path('/proc/cpuinfo').read_text(encoding='utf-8', errors='replace')
+    except OSError: text = ''
+    line = next((l for l in text.splitlines() if l.startswith('model name')), '')
+    return line.partition(':')[2].strip() or platform.processor() or platform.machine()
+
+def kernel_env(profile: str,          # the job's profile
+               flags: set | None = None,  # the CPU's flags (default: `cpu_flags()`)
+              ) -> dict:              # variable -> value, for the kernel's environment
+    "What a profile's kernel starts with: one thread, and AVX2 kernels where the CPU has AVX2 and FMA (CPU profiles)."
+    if profile not in CPU_PROFILES: return {}
+    flags = cpu_flags() if flags is None else flags
+    return dict(PIN_THREADS, **(PIN_ISA if {'avx2', 'fma'} <= set(flags) else {}))
+
+def kernel_args(profile: str) -> list[str]:
+    "The kernel's command-line arguments: quiet, and `kernel_start` run before the notebook."
+    pin = 1 if profile in CPU_PROFILES else 0
+    return KERNEL_ARGS + [f'--IPKernelApp.exec_lines=from cosine_pitfalls.runner import kernel_start as _ks; '
+                          f'_ks({pin}); del _ks']
+
+def onednn_isa() -> str | None:
+    "The instruction set oneDNN runs (the line its verbose mode prints), or None where torch has no oneDNN."
+    import torch
+    if not torch.backends.mkldnn.is_available(): return None
+    with tempfile.TemporaryFile() as f:           # oneDNN prints to the process's stdout, not Python's
+        sys.stdout.flush(); fd = os.dup(1); os.dup2(f.fileno(), 1)
+        try:
+            with torch.no_grad(), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                torch.nn.functional.conv2d(torch.ones(2, 3, 8, 8), torch.ones(4, 3, 3, 3))
+        finally: os.dup2(fd, 1); os.close(fd)
+        f.seek(0); m = re.search(rb'isa:([^\n,]+)', f.read())
+    return m.group(1).decode().strip() if m else None
+
+def compute_environment() -> dict:
+    "What this process computes with: instruction sets in use, threads, the pins set, versions, the CPU."
+    import numpy, torch
+    try:
+        import threadpoolctl
+        blas = sorted({i['architecture'] for i in threadpoolctl.threadpool_info()
+                       if i.get('internal_api') == 'openblas' and i.get('architecture')})
+    except Exception: blas = []                    # threadpoolctl missing: not recorded
+    return dict(isa=torch.backends.cpu.get_cpu_capability(), onednn_isa=onednn_isa(),
+                openblas=', '.join(blas) or None, threads=torch.get_num_threads(),
+                interop_threads=torch.get_num_interop_threads(),
+                pinned={k: os.environ[k] for k in (*PIN_THREADS, *PIN_ISA) if k in os.environ},
+                torch=torch.__version__, numpy=numpy.__version__, python=platform.python_version(),
+                cpu=cpu_model(), cores=os.cpu_count())
+
+def kernel_start(threads: int = 0,  # inter-op threads to pin (0: leave them)
+                ) -> dict | None:
+    "Run by each kernel before its notebook: pin torch's inter-op threads, write `compute_environment` to `$COSINE_PITFALLS_ENV_RECORD`."
+    import torch
+    if threads and torch.get_num_interop_threads() != threads: torch.set_num_interop_threads(threads)
+    path = os.environ.get(ENV_RECORD)
+    if not path: return None
+    env = compute_environment()
+    atomic_write_text(path, json.dumps(env))
+    return env
+
+def describe_environment(env: dict | None,  # a `compute_environment` record (None: a run that recorded none)
+                        ) -> str:           # one line for the report's header
+    "One line: the instruction sets, pinned or not, the threads, the versions and the CPU."
+    if not isinstance(env, dict) or 'isa' not in env: return 'not recorded (a run before the runner recorded it)'
+    pins = env.get('pinned') or {}
+    how = 'pinned' if all(k in pins for k in PIN_ISA) else "this machine's best, not pinned"
+    more = '; '.join(f'{k} {v}' for k, v in (('oneDNN', env.get('onednn_isa')), ('OpenBLAS', env.get('openblas'))) if v)
+    return (f"{env['isa']} kernels ({how}{'; ' + more if more else ''}), {env.get('threads')} thread(s) and "
+            f"{env.get('interop_threads')} inter-op, torch {env.get('torch')}, numpy {env.get('numpy')}, "
+            f"Python {env.get('python')}; {env.get('cpu')}, {env.get('cores')} cores")
 
 # %% ../nbs/90_runner.ipynb #c8d3f502
 NOTEBOOK_HTML = 'notebooks'   # folder under out/ of the rendered notebooks
@@ -613,18 +709,24 @@ def _cell(s) -> str: return ' '.join(str(s).split()).replace('|', '\\|')
 def report_rows(out: Path,   # the output folder
                 nbs: Path,   # the folder of the notebooks
                 man: dict,   # its manifest.json
-               ) -> list[dict]:  # id, section, paper, verdict, ours, scale, files, figure, notebook
+               ) -> list[dict]:  # id, section, paper, verdict, label, fragile, ours, scale, files, figure, ...
     "What the report shows for each result ID, in paper-map order, from the files on disk."
     rows = []
     for s in SECTIONS:
         for i in section_ids(s):
             st, summ = status(i, out, nbs)
             done = bool(summ) and st.startswith('reproduced')
-            r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None)
+            r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None, fragile=False,
+                     fragile_why='', environment=None)
             if done:
                 r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'],
-                         untestable=summ.get('untestable', ''))
+                         untestable=summ.get('untestable', ''),
+                         fragile=summ.get('fragile') is True,      # a summary from before the gate: not fragile
+                         environment=describe_environment(_run_environment(man, i, summ.get('job_hash'))))
                 if summ.get('detect'): r['ours'] += f" — What this scale can detect: {summ['detect']}"
+                if r['fragile']:
+                    r['fragile_why'] = ' '.join(str(summ.get('fragile_why') or 'not recorded').split())
+                    r['ours'] += f" — Fragile: {r['fragile_why']}"
                 r['files'] = [f for f in summ.get('files', []) if (out/f).exists() and not f.endswith('.csv')]
                 r['figure'] = next((f for f in r['files'] if f.startswith('figures/')), None)
             else:
@@ -637,16 +739,29 @@ def report_rows(out: Path,   # the output folder
             # a page is rendered from a finished notebook only: a failed ID links none
             page = html_of(f"{notebook_of(i).stem}.{summ['profile']}.ipynb", out) if done else None
             if page and page.exists(): r['notebook'] = str(page.relative_to(out))
+            r['label'] = r['verdict'] + (' (fragile)' if r['fragile'] else '')     # what the verdict cell shows
             rows.append(r)
     return rows
 
+def _run_environment(man: dict, id: str, h) -> dict | None:
+    "What the latest run of job `h` that registered `id` computed with, as its kernel recorded it (None: nothing)."
+    for run in reversed(man.get('runs', [])):
+        if isinstance(run, dict) and run.get('params_hash') == h and id in (run.get('registered') or []):
+            return run.get('environment')
+    return None
+
 def _totals(rows: list[dict]) -> str:
-    "One line of counts by verdict; `inconclusive` split into 'not testable at this scale' and 'within noise'."
-    counts = {}
-    for r in rows: counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
+    """One line of counts by verdict, the fragile ones of each counted beside it; `inconclusive` split into
+    'not testable at this scale' and 'within noise'."""
+    counts, fragile = {}, {}
+    for r in rows:
+        counts[r['verdict']] = counts.get(r['verdict'], 0) + 1
+        fragile[r['verdict']] = fragile.get(r['verdict'], 0) + bool(r.get('fragile'))
     scale = sum(r['verdict'] == 'inconclusive' and bool(r.get('untestable')) for r in rows)
-    word = lambda k, v: (f'{v} {k} ({scale} not testable at this scale, {v - scale} within noise)'
-                         if k == 'inconclusive' else f'{v} {k}')
+    def word(k, v):
+        parts = ([f'{scale} not testable at this scale', f'{v - scale} within noise'] if k == 'inconclusive'
+                 else []) + ([f'{fragile[k]} fragile'] if fragile[k] else [])
+        return f'{v} {k}' + (f" ({', '.join(parts)})" if parts else '')
     return 'Totals: ' + ', '.join(word(k, v) for k, v in sorted(counts.items()))
 
 SCALE_NOTE = (
@@ -658,20 +773,40 @@ SCALE_NOTE = (
     "or ViTs, nor accuracy gaps smaller than its detectable effect: those rows are `inconclusive` and say so, "
     "counted apart in the totals as 'not testable at this scale'.",)
 
-def report_header(man: dict) -> list[str]:
-    "The report's opening lines: what a row shows, and the verdict rule."
+def _environments(rows: list[dict]) -> list[str]:
+    "The lines saying which environment computed the rows on disk (one line, or one per environment)."
+    envs = {}
+    for r in rows:
+        if r.get('environment'): envs.setdefault(r['environment'], []).append(r['id'])
+    if not envs: return []
+    if len(envs) == 1:
+        (env, ids), = envs.items()
+        return [f'Computed with: {env} (all {len(ids)} results on disk).']
+    return (['Computed with, by result (the results on disk come from different environments; compare the rows '
+             'of one environment):'] + [f'- {env}: {len(ids)} results ({", ".join(ids[:3])}'
+                                        f'{", …" if len(ids) > 3 else ""})' for env, ids in envs.items()])
+
+def report_header(man: dict,               # the manifest
+                  rows: list[dict] = (),   # the report's rows (`report_rows`): which environment computed them
+                 ) -> list[str]:
+    "The report's opening lines: what a row shows, the verdict rule and its qualifiers, what computed the rows."
+    envs = _environments(rows)
     return ['# Reproduction report', '',
             "Each row sets **the paper's** statement (copied from the paper; not computed here) beside "
             "**ours** (computed by the run on disk, at the scale shown), with links to the result's table, "
             "dataset and figure. Every verdict is decided by its notebook from its own numbers, by one rule:",
             '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
+            'and two qualifiers:', '',
+            *[f'- `{t}`: {VERDICT_TERMS[t]}' for t in VERDICT_TERMS], '',
+            'A fragile verdict shows as, e.g., `agree (fragile)`, its deciding part and margin at the end of the ours '
+            'cell; the totals count them. '
             'An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
             "(Holm across the claim's parts), and never below one test image. "
             '`not run`, `failed` and `not yet implemented` mean there is no number of ours.', '',
-            *SCALE_NOTE, ''
+            *SCALE_NOTE, '',
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
-            f"updated {man.get('updated', 'n/a')}", '']
+            f"updated {man.get('updated', 'n/a')}", '', *envs, *([''] if envs else [])]
 
 # %% ../nbs/90_runner.ipynb #d9e4a601
 _FILE_NAMES = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
@@ -687,7 +822,7 @@ def _report_inputs(out: str | Path, nbs: str | Path | None) -> tuple[Path, dict,
 def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Rebuild `report.md` in the existing folder `out` from the results on disk."
     out, man, rows = _report_inputs(out, nbs)
-    lines = report_header(man)
+    lines = report_header(man, rows)
     if (out/'report.html').exists():
         lines += [
             'The same report with its figures inline, each ID linking to its place in the rendered notebook: '
@@ -700,14 +835,14 @@ def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> 
         for r in mine:
             links = ' · '.join(f'[{_FILE_NAMES.get(f.split("/")[0], f)}]({f})' for f in r['files'])
             lines.append(
-                f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['verdict']} "
+                f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['label']} "
                          f"| {links} |")
         lines.append('')
         if any(r['figure'] for r in mine):
             lines += [f'### Figures of section {s}', '']
             for r in mine:
                 if r['figure']:
-                    lines += [f"#### `{r['id']}` ({r['verdict']})", '', f"![{r['id']}]({r['figure']})", '']
+                    lines += [f"#### `{r['id']}` ({r['label']})", '', f"![{r['id']}]({r['figure']})", '']
     at = next(k for k, l in enumerate(lines) if l.startswith('## Section'))
     lines[at:at] = [_totals(rows), '']
     return atomic_write_text(out/'report.md', '\n'.join(lines) + '\n')
@@ -725,6 +860,7 @@ figcaption { font-size: 0.9em; color: #555; }
 .verdict { font-weight: bold; white-space: nowrap; } .agree { color: #1a7f37; } .corrected { color: #9a6700; }
 .differ, .failed { color: #cf222e; } .inconclusive, .rebuilt { color: #0550ae; }
 .not-run, .not-yet-implemented { color: #777; }
+.fragile { font-style: italic; text-decoration: underline dotted; cursor: help; }
 """
 
 def _inline(text) -> str:
@@ -744,16 +880,25 @@ def _row_html(r: dict, out: Path) -> str:
     e, idc = html.escape, f"<code>{html.escape(r['id'])}</code>"
     if r['notebook']: idc = f'<a href="{e(r["notebook"])}#{e(r["id"])}">{idc}</a>'
     files = ' · '.join(f'<a href="{e(f)}">{_FILE_NAMES.get(f.split("/")[0], e(f))}</a>' for f in r['files'])
-    verdict = f'<span class="verdict {r["verdict"].replace(" ", "-")}">{e(r["verdict"])}</span>'
+    label = r.get('label', r['verdict'])
+    why = f' title="{e("fragile: " + r["fragile_why"])}"' if r.get('fragile') else ''
+    kind = r['verdict'].replace(' ', '-') + (' fragile' if r.get('fragile') else '')
+    verdict = f'<span class="verdict {kind}"{why}>{e(label)}</span>'
     cells = [idc, _inline(r['paper']), _inline(r['ours']), e(r['scale']), verdict, files]
     rows = '<tr>' + ''.join(f'<td>{c}</td>' for c in cells) + '</tr>'
     if r['figure']:
         rows += (f'\n<tr class="figure"><td colspan="6"><figure><img src="{_data_uri(out/r["figure"])}" '
-                 f'alt="figure of {e(r["id"])}"><figcaption><code>{e(r["id"])}</code> ({e(r["verdict"])}): '
+                 f'alt="figure of {e(r["id"])}"><figcaption><code>{e(r["id"])}</code> ({e(label)}): '
                  f'<a href="{e(r["figure"])}">{e(r["figure"])}</a></figcaption></figure></td></tr>')
     return f'<tbody id="{e(r["id"])}">\n{rows}\n</tbody>'
 
 # %% ../nbs/90_runner.ipynb #d9e4a609
+def _environments_html(rows: list[dict]) -> list[str]:
+    "`_environments` as HTML: a paragraph, or a paragraph and a list."
+    lines = _environments(rows)
+    if len(lines) <= 1: return [f'<p>{_inline(l)}</p>' for l in lines]
+    return [f'<p>{_inline(lines[0])}</p>', '<ul>' + ''.join(f'<li>{_inline(l[2:])}</li>' for l in lines[1:]) + '</ul>']
+
 def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Write `report.html` in the existing folder `out`: the report's rows, IDs linked into the rendered notebooks."
     (out, man, rows), e = _report_inputs(out, nbs), html.escape
@@ -769,13 +914,18 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
              "Every verdict is decided by its notebook from its own numbers, by one rule:</p>",
              '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
                               for v in VERDICTS) + '</ul>',
-             '<p>An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
+             '<p>and two qualifiers:</p>',
+             '<ul>' + ''.join(f'<li><code>{t}</code>: {_inline(VERDICT_TERMS[t])}</li>'
+                              for t in VERDICT_TERMS) + '</ul>',
+             '<p>A fragile verdict shows as, e.g., <code>agree (fragile)</code>, its deciding part and margin at the end '
+             'of the ours cell and on the verdict (hover); the totals count them. An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
              "(Holm across the claim's parts), and never below one test image. <code>not run</code>, "
              '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
              *[f'<p>{_inline(s)}</p>'.replace('**', '') for s in SCALE_NOTE],
              f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
              f"{e(str(env.get('device', 'n/a')))}; "
-             f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>"]
+             f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>",
+             *_environments_html(rows)]
     for s, sec in SECTIONS.items():
         pages = [p for n in sec.notebooks for p in sorted((out/NOTEBOOK_HTML).glob(f'{n.stem}.*.html'))]
         read = ', '.join(f'<a href="{NOTEBOOK_HTML}/{e(p.name)}">{e(p.stem)}</a>' for p in pages)

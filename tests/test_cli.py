@@ -100,7 +100,24 @@ def test_smoke_section1_registers_every_id(smoke1):
     assert (out/'runs'/'01_gradients.smoke.ipynb').exists()
     rep = (out/'report.md').read_text()
     for i in PAPER: assert f'| `{i}` |' in rep
-    for i in SECTION1: assert f"| {read_json(out/'results'/f'{i}.json')['verdict']} |" in rep.split(f'| `{i}` |')[1].split('\n')[0]
+    for i in SECTION1:
+        s = read_json(out/'results'/f'{i}.json')
+        label = s['verdict'] + (' (fragile)' if s.get('fragile') else '')
+        assert f"| {label} |" in rep.split(f'| `{i}` |')[1].split('\n')[0], i
+
+
+def test_smoke_kernel_is_pinned_and_recorded(smoke1):
+    "The kernel ran on one thread (intra- and inter-op), AVX2 where the CPU has it; the run and the report say so."
+    from cosine_pitfalls.runner import cpu_flags, describe_environment
+    out, r, _ = smoke1
+    env = read_json(out/'manifest.json')['runs'][0]['environment']
+    assert (env['threads'], env['interop_threads']) == (1, 1) and env['pinned']['OMP_NUM_THREADS'] == '1'
+    assert env['torch'] and env['numpy'] and env['python'] and env['cpu']
+    if {'avx2', 'fma'} <= cpu_flags():
+        assert (env['isa'], env['onednn_isa'], env['pinned']['ATEN_CPU_CAPABILITY']) == ('AVX2', 'Intel AVX2', 'avx2')
+    line = f'Computed with: {describe_environment(env)} (all {len(SECTION1)} results on disk).'
+    rep = (out/'report.md').read_text()
+    assert line in rep and '- `testable`: ' in rep and '- `fragile`: ' in rep
 
 
 def test_rerun_skips_what_is_done(smoke1):

@@ -131,3 +131,35 @@ def test_report_html_in_chromium(smoke23, tmp_path):
               f'screenshot {out/"report.png"}')
     finally:
         drv.quit()
+
+
+def test_fragile_verdicts_are_marked_and_counted(tmp_path):
+    """A result whose summary says `fragile` (written by `core.SectionRun.save` from the Judgement) shows as
+    `agree (fragile)` in report.md and report.html, its reason at the end of the ours cell and on the verdict (the
+    title a reader hovers); the totals count it; a summary from before the gate, without the field, reads as not
+    fragile. `cosine-pitfalls report` on summaries written by hand (no kernel)."""
+    from conftest import run_main
+    out, ids = tmp_path/'out', section_ids(2)[:3]
+    (out/'results').mkdir(parents=True); (out/'tables').mkdir()
+    why = 'cut gain: p = 0.0071 vs 0.01'
+    extra = {ids[0]: dict(verdict='agree', fragile=True, fragile_why=why),
+             ids[1]: dict(verdict='differ', fragile=False, fragile_why=''),
+             ids[2]: dict(verdict='agree')}                                       # before the gate: no field
+    for i, x in extra.items():
+        (out/'tables'/f'{i}.md').write_text(f'# {i}\n')
+        (out/'results'/f'{i}.json').write_text(json.dumps(dict(id=i, profile='cpu', ours='our number',
+                                                               files=[f'tables/{i}.md'], job_hash='h', **x)))
+    (out/'manifest.json').write_text(json.dumps(dict(results={}, runs=[])))
+    r = run_main('report', '--out', out)
+    assert r.returncode == 0, r.stderr
+    md, page = (out/'report.md').read_text(), (out/'report.html').read_text()
+    row = lambda i: md.split(f'| `{i}` |')[1].split('\n')[0]
+    assert f'| our number — Fragile: {why} | cpu | agree (fragile) |' in row(ids[0])
+    assert '| our number | cpu | differ |' in row(ids[1]) and '| our number | cpu | agree |' in row(ids[2])
+    totals = next(l for l in md.splitlines() if l.startswith('Totals: '))
+    assert totals.startswith('Totals: 2 agree (1 fragile), 1 differ, '), totals
+    assert f'<span class="verdict agree fragile" title="fragile: {why}">agree (fragile)</span>' in page
+    assert '<span class="verdict agree">agree</span>' in page and '<span class="verdict differ">differ</span>' in page
+    assert 'Totals: 2 agree (1 fragile), 1 differ, ' in page
+    assert '<code>testable</code>' in page and '<code>fragile</code>' in page
+    assert report_problems(out/'report.html') == []
