@@ -344,7 +344,8 @@ def cells(x: xr.DataArray,  # a metric with a `seed` dimension
     def cell(*key) -> xr.DataArray:
         if key not in seen:
             a = v[tuple(p[k] for p, k in zip(pos, key))]
-            seen[key] = a if raw else xr.DataArray(a, dims='seed')
+            seen[key] = a if raw else xr.DataArray(xr.Variable(('seed',), a), coords={}, indexes={},
+                                                   fastpath=True)   # 5x faster than DataArray(a, dims='seed')
         return seen[key]
     return cell
 
