@@ -5,15 +5,15 @@ What it guards: the `cpu` profile's verdicts must come out the same on this mach
 every kernel of the CPU profiles to one thread and to AVX2 (`runner.kernel_env`); this test trains 20 steps of SimCLR
 on the digits in a fresh process started with exactly those variables, hashes the final weights (sha256 over the
 state_dict's tensors, by name) and compares the hash with `tests/reproducible_hashes.json` under the instruction set
-the process ran (torch's CPU capability, e.g. AVX2). On another machine with the same instruction set — an AVX-512
-CPU pinned to AVX2 included — a different hash means the numbers moved: a pin that does not hold there (MKL's own
-path on another CPU vendor, oneDNN blocking by cache size), or a change to the trainer, the data or torch. The test
-then fails and says which; where the change is intended, record the new value:
+the process ran and the CPU's vendor (torch's CPU capability, e.g. 'AVX2 AMD'). On another machine with the same
+instruction set and vendor — an AVX-512 CPU of that vendor pinned to AVX2 included — a different hash means the
+numbers moved: a pin that does not hold there (oneDNN blocking by cache size), or a change to the trainer, the data
+or torch. The test then fails and says which; where the change is intended, record the new value:
 
     python tests/test_reproducible.py --record
 
-Where nothing is recorded for this machine's instruction set (a CPU without AVX2, another torch build), the test is
-skipped and says why. One process and one thread are bit-deterministic here (two runs, one hash; see `--check`).
+Where nothing is recorded for this machine's instruction set and vendor (a CPU without AVX2, another vendor, whose
+BLAS takes its own paths whatever the pins: unverified), the test is skipped and says why. One process and one thread are bit-deterministic here (two runs, one hash; see `--check`).
 """
 import datetime, hashlib, json, os, subprocess, sys, tempfile
 from pathlib import Path
@@ -26,6 +26,13 @@ RUN = dict(method='simclr', dataset='digits', backbone='small_cnn', width=32, im
            head_width=128, head_out=64, optimizer='sgd', lr=0.3, momentum=0.9, weight_decay=5e-4,
            epochs=2, steps_per_epoch=10, eval_every=0, diag_samples=64, seed=0, threads=1, show_progress=False,
            device='cpu')   # the cpu profile's SimCLR settings (section 5), 20 steps
+
+
+def isa_key(env: dict) -> str:
+    "The key a hash is recorded under: the instruction set torch ran and the CPU's vendor ('AVX2 AMD')."
+    cpu = str(env.get('cpu') or '')
+    vendor = next((v for v in ('AMD', 'Intel', 'ARM', 'Apple') if v.lower() in cpu.lower()), 'other')
+    return f"{env['isa']} {vendor}"
 
 
 def weights_sha256(state: dict) -> str:
@@ -62,7 +69,7 @@ def short_run(pinned: bool = True) -> dict:
 def test_short_run_ends_with_the_recorded_weights():
     got = short_run()
     env = got['environment']
-    isa, recorded = env['isa'], json.loads(RECORDED.read_text())
+    isa, recorded = isa_key(env), json.loads(RECORDED.read_text())
     if isa not in recorded:
         pytest.skip(f"no weights recorded for instruction set {isa} ({env['cpu']}; recorded: "
                     f"{', '.join(k for k in recorded if not k.startswith('_'))}): nothing to compare; record one with "
@@ -84,12 +91,12 @@ def record() -> None:
     assert a['sha256'] == b['sha256'], 'two runs in this machine gave two hashes: not deterministic, nothing recorded'
     env = a['environment']
     rec = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
-    rec[env['isa']] = dict(sha256=a['sha256'], loss=a['loss'], onednn_isa=env['onednn_isa'],
+    rec[isa_key(env)] = dict(sha256=a['sha256'], loss=a['loss'], onednn_isa=env['onednn_isa'],
                            openblas=env['openblas'], torch=env['torch'], numpy=env['numpy'], python=env['python'],
                            cpu=env['cpu'], cores=env['cores'], pinned=env['pinned'],
                            recorded=datetime.date.today().isoformat())
     RECORDED.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + '\n')
-    print(f"recorded {env['isa']}: {a['sha256']} (loss {a['loss']:.9g})")
+    print(f"recorded {isa_key(env)}: {a['sha256']} (loss {a['loss']:.9g})")
 
 
 def check() -> None:
