@@ -4,6 +4,7 @@
 
 # %% ../nbs/04_directclr.ipynb #313f6c56
 from __future__ import annotations
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,7 @@ import torch.nn.functional as F
 import xarray as xr
 from torch import Tensor
 
-from .core import (Judgement, Part, Untested, check_choice, judge_all, judge_bound,
-                                  judge_claim)
+from .core import Judgement, Part, Untested, check_choice, judge_all
 from .evaluation import kfold_probe, knn_topk, stratified_folds
 from .models import BACKBONES, make_backbone
 from .paper import effects_of, paper_effect
@@ -22,9 +22,9 @@ from .train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
 __all__ = ['PROFILES', 'NEEDS', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'COLLAPSE', 'check_params', 'directclr_settings',
-           'select_settings', 'cv_scores', 'plan_runs', 'order_part', 'paper_text', 'setting_table', 'bar_panel',
-           'curve_panel', 'judge_table1', 'judge_table2', 'judge_subvector', 'spectrum_panel', 'collapsed',
-           'judge_fig9', 'judge_fig2', 'judge_fig12']
+           'select_settings', 'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part', 'paper_text',
+           'setting_table', 'bar_panel', 'curve_panel', 'judge_table1', 'judge_table2', 'judge_subvector',
+           'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2', 'judge_fig12']
 
 # %% ../nbs/04_directclr.ipynb #942ec2dd
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
@@ -135,11 +135,31 @@ def plan_runs(p: dict,                # the notebook's parameters (`SectionRun.p
                 runs=sweep_configs(base, {}, seeds, train_dir, settings=settings))
 
 # %% ../nbs/04_directclr.ipynb #462a1ca3
-def _row(metric: xr.DataArray, dim: str, key) -> xr.DataArray:
-    "One entry of `dim` (a setting, a d₀), picked through numpy: cheaper than `.sel` in the null test."
-    keys = [k if isinstance(k, (int, np.integer)) else str(k) for k in metric[dim].values]
+def seed_rows(metric: xr.DataArray,  # (dim, seed): a metric by setting (or d₀) and seed
+              dim: str = 'setting',  # the dimension whose entries are the keys
+             ) -> dict:              # key -> its (seed,) values, as numpy
+    "A metric's rows by key through numpy: `.sel` costs about 1 ms, and the null test judges ~10⁴ claims."
     vals = np.moveaxis(metric.values, metric.get_axis_num(dim), 0)
-    return xr.DataArray(vals[keys.index(key)], dims=[d for d in metric.dims if d != dim])
+    key = lambda k: int(k) if isinstance(k, (int, np.integer)) else str(k)
+    return {key(k): v for k, v in zip(metric[dim].values, vals)}
+
+def seed_part(x: np.ndarray,          # (seed,) the metric the claim says is larger (expected=+1) or smaller
+              y,                      # (seed,) the metric paired with x, or a bound (a number)
+              label: str,             # how the comparison is named
+              expected: int = 1,      # +1: x > y; −1: x < y
+              digits: int = 3, resolution: float = 0.0,
+              paper: float | None = None, headroom: float | None = None,
+             ) -> Part:               # the `core.Part` judge_claim (y rows) or judge_bound (y a number) makes
+    "`core.judge_claim` on paired numpy rows, or `core.judge_bound` against a number: the same `core.Part`."
+    x = np.asarray(x, dtype=float); n = x.shape[0]
+    if np.ndim(y):                                        # judge_claim: paired_diff's mean and s.e. of x − y
+        d = x - np.asarray(y, dtype=float)
+        diff, se = d.mean(), (d.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan)
+    else:                                                 # judge_bound: mean − bound, x's s.e. (NaN skipped)
+        diff = np.nanmean(x) - float(y)
+        se = np.nanstd(x, ddof=1) / math.sqrt(n) if n > 1 else math.nan
+    return Part(label, float(diff), float(se), n, expected, digits, resolution, paper=paper,
+                headroom=headroom)
 
 def order_part(metric: xr.DataArray,          # (setting, seed): the compared metric
                a: str, b: str,                # the claim: a > b
@@ -148,17 +168,18 @@ def order_part(metric: xr.DataArray,          # (setting, seed): the compared me
                baseline: float | None = None, # the raw pixels under the same probe: headroom 1 − baseline
                digits: int = 3,               # decimals shown
                part: str | None = None,       # the pair's name in the registry (default 'a − b')
+               dim: str = 'setting',          # the dimension of a and b
               ) -> Part | Untested:           # a core part, for `core.judge_all`
-    "One part 'a > b' through `core.judge_claim`, the paper's effect from the registry, or `Untested`."
+    "One part 'a > b', paired over seeds (`seed_part`), the paper's effect from the registry; or `Untested`."
     name = part or f'{a} − {b}'
     paper = paper_effect(id, name)                       # a KeyError naming the registered parts otherwise
-    have = [str(v) for v in metric['setting'].values]
-    missing = [s for s in (a, b) if s not in have]
+    r = seed_rows(metric, dim)
+    missing = [str(s) for s in (a, b) if s not in r]
     if missing:
         why = f"{name}: {' and '.join(missing)} not trained at this profile (-p settings=all trains it)"
         return Untested(why, why)
-    return judge_claim(_row(metric, 'setting', a), _row(metric, 'setting', b), +1, name, digits,
-                       resolution=resolution, paper=paper, headroom=None if baseline is None else 1 - baseline)
+    return seed_part(r[a], r[b], name, +1, digits, resolution, paper,
+                     None if baseline is None else 1 - baseline)
 
 def paper_text(id: str) -> str:
     "The paper's effects of a result, from the registry, for a `detect=` line: 'a − b +0.112, …'."
@@ -167,12 +188,12 @@ def paper_text(id: str) -> str:
 
 def setting_table(ds: xr.Dataset, names: list, metrics: dict) -> pd.DataFrame:
     "Mean ± std over seeds of some metrics, one row per setting."
-    rows = {}
+    out = {}
     for n in names:
-        rows[n] = {label: f"{float(ds[v].sel(setting=n).mean('seed')):.3f} ± "
-                          f"{float(ds[v].sel(setting=n).std('seed')):.3f}"
-                   for label, v in metrics.items()}
-    return pd.DataFrame(rows).T
+        out[n] = {label: f"{float(ds[v].sel(setting=n).mean('seed')):.3f} ± "
+                         f"{float(ds[v].sel(setting=n).std('seed')):.3f}"
+                  for label, v in metrics.items()}
+    return pd.DataFrame(out).T
 
 # %% ../nbs/04_directclr.ipynb #3a940ac1
 def bar_panel(ax, ds: xr.Dataset, names: list, var: str, title: str, ylabel: str, ref: dict | None = None):
@@ -268,10 +289,10 @@ def judge_fig9(ds: xr.Dataset,  # `r_spectrum` (setting, seed, r_component): r's
               ) -> Judgement:
     "directclr.fig9 on the count of collapsed dimensions of r: none collapses, more than mlp2, DirectCLR."
     n = collapsed(ds.r_spectrum, 'r_component')                           # (setting, seed)
-    have = [str(v) for v in n['setting'].values]
-    if 'none' in have:
-        first = judge_bound(_row(n, 'setting', 'none'), 0, +1, 'none collapses', 2, resolution=1,
-                            paper=paper_effect('directclr.fig9', 'none collapses'))
+    r = seed_rows(n)
+    if 'none' in r:                                                       # judge_bound: count > 0
+        first = seed_part(r['none'], 0, 'none collapses', +1, 2, resolution=1,
+                          paper=paper_effect('directclr.fig9', 'none collapses'))
     else:
         why = 'none collapses: none not trained at this profile (-p settings=all trains it)'
         first = Untested(why, why)
@@ -283,8 +304,8 @@ def judge_fig2(ds: xr.Dataset,         # `z_spectrum` (seed, z_component): SimCL
               ) -> Judgement:
     "directclr.fig2: the embedding has collapsed dimensions; the ImageNet statement `Untested` off its scale."
     nz = collapsed(ds.z_spectrum, 'z_component')
-    parts = [judge_bound(nz, 0, +1, 'embedding collapses', 2, resolution=1,
-                         paper=paper_effect('directclr.fig2', 'embedding collapses'))]
+    parts = [seed_part(nz.values, 0, 'embedding collapses', +1, 2, resolution=1,   # judge_bound: count > 0
+                       paper=paper_effect('directclr.fig2', 'embedding collapses'))]
     if not paper_scale:
         why = ("the paper's Fig. 2 is one SimCLR's 128-d embedding after 100 ImageNet epochs, no count; "
                "how many dimensions collapse depends on the data, the augmentation and the training length, "
@@ -293,22 +314,22 @@ def judge_fig2(ds: xr.Dataset,         # `z_spectrum` (seed, z_component): SimCL
     return judge_all(parts)
 
 # %% ../nbs/04_directclr.ipynb #66a5d772
-def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d₀, the whole width d among them
+def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d₀, the width d among them
                 d0: int,                     # the preset d₀ (a parameter, not chosen on these runs)
                 width: int,                  # the representation width d (d₀ = d: SimCLR without a projector)
                 resolution: float,           # one image of the probe's
                 baseline: float | None = None,  # the raw pixels' accuracy under the same probe
                ) -> Judgement:
     "directclr.fig12 at the preset d₀: it beats the smallest d₀ trained (rise) and d₀ = d (fall); Holm."
-    acc, have = ds.probe, [int(v) for v in ds['d0'].values]
+    acc = seed_rows(ds.probe, 'd0')                                          # d₀ -> (seed,) accuracies
     headroom = None if baseline is None else 1 - baseline
     def part(other: int, name: str):
-        if d0 not in have or other not in have:
+        if d0 not in acc or other not in acc:
             why = f"d₀={d0} − d₀={other}: not trained at this profile (-p settings=all trains the sweep)"
             return Untested(why, why)
-        return judge_claim(_row(acc, 'd0', d0), _row(acc, 'd0', other), +1, f'd₀={d0} − d₀={other}',
-                           resolution=resolution, paper=paper_effect('directclr.fig12', name), headroom=headroom)
-    smaller = [v for v in have if v < d0]
+        return seed_part(acc[d0], acc[other], f'd₀={d0} − d₀={other}', +1, 3, resolution,
+                         paper_effect('directclr.fig12', name), headroom)
+    smaller = [v for v in acc if v < d0]
     if smaller: rise = part(min(smaller), 'd₀ − smallest d₀')
     else:
         why = f"d₀={d0} − a smaller d₀: none trained at this profile (-p settings=all trains the sweep)"
