@@ -184,7 +184,7 @@ class Part(tuple):
         self.paper, self.headroom, self.why = paper, headroom, why   # why: '' where testable
         # the reason this part is inconclusive by scale (not by noise): a blocked differ, or the paper's effect
         # out of reach; '' otherwise
-        self.untestable = why if v == 'inconclusive' and why and (s or paper is not None) else ''
+        self.untestable = f'{label}: {why}' if v == 'inconclusive' and why and (s or paper is not None) else ''
         return self
 
     def at(self, level: float) -> 'Part':
@@ -220,7 +220,7 @@ class Within(tuple):
         self.margin, self.side, self.resolution, self.level, self.why = margin, side, resolution, level, why
         self.p_in, self.p_out, self.p, self.detectable = p_in, p_out, min(p_in, p_out), det
         self.paper, self.headroom = None, None
-        self.untestable = why if v == 'inconclusive' else ''
+        self.untestable = f'{label}: {why}' if v == 'inconclusive' and why else ''
         return self
 
     def at(self, level: float) -> 'Within':
