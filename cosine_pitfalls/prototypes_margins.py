@@ -689,8 +689,8 @@ def judge_margins_fig3(ds: xr.Dataset,    # `top1` (model, s, lrf, seed) in %, c
                        resolution: float,  # one image of the probe, in points
                       ) -> Judgement:
     """margins Fig. 3: (1) MoCo v3 rises — s = 20 (its Table 6 value for CIFAR-10) at the paper's rate beats s = 1 at
-    **every** rate of the lr grid; (2) then falls — s = 20 beats each larger s of the grid; (3) SimCLR is flat —
-    every s > 1 of its grid gains less than one point (TOST)."""
+    **every** rate of the lr grid; (2) then falls — s = 20 beats each larger s of the grid; (3) SimCLR does not
+    improve — every s > 1 of its grid gains less than one point (TOST, one-sided)."""
     a = Cells(ds.top1); sp = MARGINS_HP['moco_v3']['pos']['C-10']
     grid = lambda m: sorted(s for s in a.coords('s') if a.has(model=m, s=s, lrf=1.0))
     mo = lambda s, f=1.0: a(model='moco_v3', s=s, lrf=f)
@@ -704,8 +704,8 @@ def judge_margins_fig3(ds: xr.Dataset,    # `top1` (model, s, lrf, seed) in %, c
                   for s in grid('moco_v3') if s > sp] or [
             untested('MoCo v3 falls: s 20 − a larger s', f'the grid has no s above {sp:g}')]
     else: parts = [untested('MoCo v3 rises and falls', f"the grid lacks the paper's s = {sp:g} (its Table 6)")]
-    parts += [within(si(s), si(1.0), M_MARGIN, f'SimCLR flat: s {s:g} − s 1', 'upper', resolution)
-              for s in grid('simclr') if s > 1] or [untested('SimCLR flat', 'the grid has no s above 1')]
+    parts += [within(si(s), si(1.0), M_MARGIN, f'SimCLR does not improve: s {s:g} − s 1', 'upper', resolution)
+              for s in grid('simclr') if s > 1] or [untested('SimCLR does not improve', 'the grid has no s above 1')]
     return judge_all(parts)
 
 # %% ../nbs/05b_prototypes_margins.ipynb #9f4f9ab1
