@@ -377,10 +377,10 @@ class Judgement(tuple):
     def detect(self, paper: str = '', unit: str = '') -> str:
         "What the claim's tests detect at their levels, beside `paper` (the paper's effect, as text)."
         ps = [p for p in self.parts if isinstance(p, TESTS) and p.n >= 2]
-        if not ps: return 'nothing tested at this scale' + (f'; paper: {paper}' if paper else '')
+        if not ps: return 'nothing tested at this scale' + (f"; the paper's: {paper}" if paper else '')
         lo, hi = min(p.detectable for p in ps), max(p.detectable for p in ps)
         return (f"{len(ps)} test(s) on {ps[0].n} seeds, each detects |Δ| ≥ {lo:.3g}" + (f"–{hi:.3g}" if hi > lo else '')
-                + f"{unit} at its Holm level" + (f"; paper: {paper}" if paper else ''))
+                + f"{unit} at its Holm level" + (f"; the paper's: {paper}" if paper else ''))
 
     @property
     def label(self) -> str:
