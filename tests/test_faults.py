@@ -22,6 +22,24 @@ SMALL = ['--dataset', 'digits', '--batch-size', '64', '--head-width', '32', '--h
 FINAL, PAGE = Path('runs/01_gradients.smoke.ipynb'), Path('notebooks/01_gradients.smoke.html')
 
 
+def sigint_default():
+    """`preexec_fn` of a child that a test interrupts with SIGINT: the signal at its default disposition, so the test
+    tests the program, not the shell that started pytest (a POSIX shell starts a background job with SIGINT ignored,
+    an ignored signal stays ignored across exec, and Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_children_start_with_sigint_at_default():
+    "Even where pytest itself runs with SIGINT ignored (a background job), the children the tests interrupt do not."
+    probe = 'import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)'
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run = lambda **kw: subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, **kw).stdout
+        assert run().strip() == 'False'                                   # inherited: ignored, no KeyboardInterrupt
+        assert run(preexec_fn=sigint_default).strip() == 'True'
+    finally: signal.signal(signal.SIGINT, old)
+
+
 def _wait(cond, timeout=300, p=None):
     t0 = time.time()
     while not cond() and time.time() - t0 < timeout and (p is None or p.poll() is None): time.sleep(0.05)
@@ -55,12 +73,16 @@ def test_interrupt_keeps_the_finished_notebook_and_page(done1, tmp_path, how):
     keep = {p: (out/p).read_bytes() for p in (FINAL, PAGE)}
     runs0 = len(read_json(out/'manifest.json')['runs'])
     p = subprocess.Popen([str(CLI), *ONE, '--force', '--nbs', str(nbs), '--out', str(out)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert _wait(lambda: list((out/'runs').glob('.*running*')), p=p), 'the notebook never started'
-    time.sleep(3)                                                              # a few cells in
-    if how == 'SIGTERM': p.send_signal(signal.SIGTERM)
-    else: os.killpg(p.pid, signal.SIGINT)
-    _, err = p.communicate(timeout=120)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=sigint_default)
+    try:
+        assert _wait(lambda: list((out/'runs').glob('.*running*')), p=p), 'the notebook never started'
+        time.sleep(3)                                                          # a few cells in
+        if how == 'SIGTERM': p.send_signal(signal.SIGTERM)
+        else: os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:                                                                   # a failed test leaves no run behind
+        if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
     assert p.returncode == 130, err
     for f, b in keep.items(): assert (out/f).read_bytes() == b, f'{f} changed'
     assert (out/'runs'/'01_gradients.smoke.interrupted.ipynb').exists()
@@ -299,12 +321,15 @@ def test_train_ctrl_c_is_one_line_and_keeps_a_resumable_checkpoint(tmp_path):
     stale = out/'.checkpoint.999999999.ab12cd34.tmp.pt'; stale.write_bytes(b'left by a killed run')
     args = ['--method', 'simclr', '--epochs', '100000', '--steps-per-epoch', '2', '--checkpoint-every', '1', *SMALL]
     p = subprocess.Popen([str(CLI), 'train', *args, '--out', str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    assert _wait(lambda: (out/'checkpoint.pt').exists(), p=p), 'no checkpoint was written'
-    assert not stale.exists(), 'a leftover temporary checkpoint was not removed'
-    time.sleep(1)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=120)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    try:
+        assert _wait(lambda: (out/'checkpoint.pt').exists(), p=p), 'no checkpoint was written'
+        assert not stale.exists(), 'a leftover temporary checkpoint was not removed'
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:                                                     # a failed test leaves no 100000-epoch run behind
+        if p.poll() is None: p.kill(); p.wait()
     assert p.returncode == 130 and err.strip() == 'cosine-pitfalls train: interrupted; resume with the same command'
     from cosine_pitfalls.train import read_checkpoint
     st = read_checkpoint(out/'checkpoint.pt')
