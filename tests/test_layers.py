@@ -11,12 +11,12 @@ import cosine_pitfalls
 PKG = Path(cosine_pitfalls.__file__).parent
 # the library: notebooks 09-19; `diagnostics` (the collapse monitor) joins when its notebook lands
 LIBRARY = {'utils', 'losses', 'similarity_losses', 'evaluation', 'data', 'models', 'mechanisms', 'methods',
-           'train', 'diagnostics'}
+           'train', 'diagnostics', 'plot'}
 # the companion: notebooks 00 (paper, core), 01-05 (one module per section), 90 (runner)
 COMPANION = {'paper', 'core', 'gradients', 'toy', 'clop_synthetic', 'directclr', 'embedding_norms',
              'prototypes_margins', 'runner', 'preflight'}
 # imported by these at module level: nothing beyond torch, numpy and the standard library
-LIGHT = {'utils', 'losses', 'similarity_losses', 'evaluation', 'mechanisms', 'diagnostics'}
+LIGHT = {'utils', 'losses', 'similarity_losses', 'evaluation', 'mechanisms', 'diagnostics', 'plot'}
 # torchvision only inside the functions that build a ResNet or load a dataset
 NO_TOPLEVEL_TORCHVISION = {'models', 'data', 'methods'}
 

@@ -1,6 +1,6 @@
-"""A light import: the library's loss, mechanism and evaluation modules (and the collapse monitor) load in a
-fresh interpreter without pandas, xarray, papermill, matplotlib or torchvision; models and methods load without
-torchvision, which comes in only when a ResNet is built. `benchmarks/import_time.py` times these imports."""
+"""A light import: the library's loss, mechanism and evaluation modules (and the collapse monitor, and the plot of a
+run) load in a fresh interpreter without pandas, xarray, papermill, matplotlib or torchvision; models and methods
+load without torchvision, which comes in only when a ResNet is built. `benchmarks/import_time.py` times these imports."""
 import importlib.util, json, os, subprocess, sys
 from pathlib import Path
 
@@ -9,7 +9,7 @@ import pytest
 import cosine_pitfalls
 
 HEAVY = ('pandas', 'xarray', 'papermill', 'matplotlib', 'torchvision')
-LIGHT = ('losses', 'mechanisms', 'similarity_losses', 'evaluation', 'diagnostics', 'utils')
+LIGHT = ('losses', 'mechanisms', 'similarity_losses', 'evaluation', 'diagnostics', 'utils', 'plot')
 SRC = str(Path(cosine_pitfalls.__file__).parent.parent)   # the package these tests import, not another install
 
 
