@@ -37,19 +37,29 @@ class Panel:
     refs: object = None      # (Dataset, config dict) -> [(y, label)]: the reference lines of one run
 
 # %% ../nbs/19_plot.ipynb #314c47ec
-def _d(ds) -> int: return int(ds.sizes.get('z_component', 0))   # min(n, d): the length of z's spectrum
 def _n(cfg: dict) -> int: return int(cfg.get('diag_samples') or 0)  # pairs the diagnostics read
+def _k(ds) -> int: return int(ds.sizes.get('z_component', 0))   # min(n, d): the length of z's spectrum
+def _d(ds, cfg: dict) -> int:
+    "The width d of z where the spectrum tells it (d < n), else 0."
+    return _k(ds) if _k(ds) < _n(cfg) else 0
 
 def _classes(cfg: dict) -> int | None:
     sub = [c for c in str(cfg.get('class_subset') or '').split(',') if c.strip()]
     return len(sub) or CLASSES.get(cfg.get('dataset'))
 
-def _lidar_max(ds, cfg: dict) -> list:
-    m = min(_n(cfg) - 1, _d(ds))
+def _centred_max(ds, cfg: dict) -> list:
+    "The largest rank a centred window of n rows of width d can have."
+    m = min(_n(cfg) - 1, _k(ds))
     return [(m, f'max min(n − 1, d) = {m}')] if m > 0 else []
 
+def _random_var(ds, cfg: dict) -> list:
+    "Var cos of two independent directions uniform on the sphere in d dimensions: 1/d."
+    d = _d(ds, cfg)
+    return [(1 / d, f'1/d, d = {d}: random directions')] if d else []
+
 def _std_refs(ds, cfg: dict) -> list:
-    return (([(1 / math.sqrt(_d(ds)), f'1/√d, d = {_d(ds)}')] if _d(ds) else [])
+    d = _d(ds, cfg)
+    return (([(1 / math.sqrt(d), f'1/√d, d = {d}')] if d else [])
             + ([(cfg['collapse_std'], "status 'collapsed' below")] if cfg.get('collapse_std') else []))
 
 PANELS = [
@@ -64,28 +74,38 @@ PANELS = [
     Panel(('neg_cos_var',), 'Negative cosine variance (population), i ≠ j', 'cosine²',
           "lee Thm 5.5: O(1/m) at the mini-batch optimum;\n"
           "lee's table (SimCLR, ResNet-18, CIFAR-10): 0.14–0.165",
-          refs=lambda ds, c: [(1 / _d(ds), f'1/d, d = {_d(ds)}: random directions')] if _d(ds) else []),
+          refs=_random_var),
     Panel(('z_rankme', 'r_rankme'), 'RankMe (Garrido et al. 2023): raw σ, ε = 1e-7', 'effective dimensions',
           'Garrido et al.: a higher RankMe went with a better probe;\nmax min(n, d)',
-          refs=lambda ds, c: [(_d(ds), f'min(n, d) = {_d(ds)} (z)')] if _d(ds) else []),
-    Panel(('z_erank_centered', 'r_erank_centered'), 'Effective rank of the centred z, r (Roy & Vetterli)',
-          'effective dimensions', "directclr: dimensional collapse, the spectrum's tail → 0, rank ≪ d",
-          refs=lambda ds, c: [(_d(ds), f'd = {_d(ds)} (z)')] if _d(ds) else []),
-    Panel(('z_lidar',), 'LiDAR of z (Thilak et al. 2023), q = 2 views, δ = 1e-4', 'effective dimensions',
+          refs=lambda ds, c: [(_k(ds), f'min(n, d) = {_k(ds)} (z)')] if _k(ds) else []),
+    Panel(('z_erank_centered', 'r_erank_centered'), 'Centred effective rank of z, r (Roy & Vetterli)',
+          'effective dimensions', "directclr: dimensional collapse, the spectrum's tail\n→ 0, rank ≪ d",
+          refs=_centred_max),
+    Panel(('z_lidar',), 'LiDAR of z (Thilak et al.), q = 2, δ = 1e-4', 'effective dimensions',
           'Thilak et al.: tracks the probe more closely than RankMe\n(their runs; many views, here q = 2)',
-          refs=_lidar_max),
+          refs=_centred_max),
     Panel(('z_alpha_req', 'r_alpha_req'), 'α-ReQ (Agrawal et al.): λₖ ∝ k^−α, k = 11–100', 'decay α',
           'small α: a flat spectrum (white noise ≈ 0.15);\nlarge α: a fast decay, collapse'),
-    Panel(('z_normalized_std',), 'Std of ẑ = z/‖z‖ per dimension, mean (SimSiam §4.1)', 'std',
+    Panel(('z_normalized_std',), 'Std of ẑ = z/‖z‖ per dimension (SimSiam §4.1)',
+          'std, mean over dimensions',
           '≈ 1/√d when spread; → 0 at complete collapse', refs=_std_refs),
-    Panel(('knn_top1',), 'kNN top-1 on the test set (cosine, clean images)', '% correct',
+    Panel(('knn_top1',), 'kNN top-1 on the test set (cosine, clean)', '% correct',
           'pitfalls Tables 1, 3: kNN accuracy, their measure of\nhow fast a method converges', scale=100,
           refs=lambda ds, c: [(100 / _classes(c), f'chance 1/{_classes(c)}')] if _classes(c) else []),
-    Panel(('loss',), "Training loss, epoch mean (the method's own scale)", 'loss',
-          'scales differ between methods: compare a method with itself'),
+    Panel(('loss',), "Training loss, epoch mean (method's own scale)", 'loss',
+          'scales differ by method: compare a method with itself'),
 ]
 
 # %% ../nbs/19_plot.ipynb #87fe1d1b
+def _needs(*mods: str) -> None:
+    "Import `mods`, or say which extra installs them (the module itself imports neither)."
+    import importlib
+    for m in mods:
+        try: importlib.import_module(m)
+        except ImportError as e:
+            raise ImportError(f"plotting a run needs {m} (and h5netcdf to read run.nc): pip install "
+                              f"'cosine_pitfalls[repro]' or pip install {m}") from e
+
 def load_run(run_dir: str | Path,  # a run's folder: train's out_dir, holding run.nc
             ) -> tuple:            # (its history, an xarray Dataset; its config, a dict)
     "A finished run's history and config, or a ValueError naming the path and what is expected."
@@ -96,7 +116,7 @@ def load_run(run_dir: str | Path,  # a run's folder: train's out_dir, holding ru
         why = ('the run has not finished (its checkpoint.pt is there: resume it with the same command)'
                if (d/'checkpoint.pt').exists() else "not a run's folder (train's out_dir)")
         raise ValueError(f"{d}: no {RESULT}: {why}")
-    import xarray as xr
+    _needs('xarray'); import xarray as xr
     try: ds = xr.load_dataset(f, engine='h5netcdf')
     except Exception:
         raise ValueError(f"{f}: damaged: does not open as netCDF (expected train's run history)") from None
@@ -135,6 +155,7 @@ def _outcome(ds) -> str:
     "A run's status, final kNN (and probe) and id, as its attrs record them."
     a = ds.attrs; knn, probe = a.get('final_knn_top1'), a.get('final_probe_top1')
     parts = [str(a.get('status', '?'))]
+    if a.get('status') in ('collapsed', 'diverged'): parts[0] += f" at epoch {a.get('status_epoch', '?')}"
     if knn is not None: parts.append(f'final kNN {100 * knn:.1f} %')
     if probe is not None: parts.append(f'probe {100 * probe:.1f} %')
     return ', '.join(parts + [f"run {a.get('run_id', '?')}"])
@@ -157,6 +178,8 @@ def _draw(ax, p: Panel, runs: list, colors: list) -> None:
             s = _series(ds, key, p.scale)
             if s is None: continue
             ax.plot(*s, ls, color=col, lw=1.6, marker='o' if len(s[0]) < 12 else None, ms=3); drawn = True
+        if ds.attrs.get('status') in ('collapsed', 'diverged') and drawn:   # where train said so
+            ax.axvline(float(ds.attrs.get('status_epoch', np.nan)), color=col, ls=':', lw=1.2)
         if p.refs is not None and drawn:
             for y, lab in p.refs(ds, cfg): refs.setdefault(round(float(y), 12), lab)
     if p.log:
@@ -168,6 +191,8 @@ def _draw(ax, p: Panel, runs: list, colors: list) -> None:
     for y, lab in refs.items(): _ref_line(ax, y, lab)
     ax.set_title(p.title, fontsize=10, loc='left'); ax.set_ylabel(p.ylabel, fontsize=8.5)
     ax.set_xlabel(p.note, fontsize=7.8, color=NOTE_COLOR, loc='left')
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))                  # epochs
     ax.tick_params(labelsize=8); ax.grid(alpha=0.25)
 
 # %% ../nbs/19_plot.ipynb #24bfa0b8
@@ -197,7 +222,7 @@ def plot_run(run_dirs,                 # a run folder (train's out_dir) or a lis
         raise ValueError(f'dpi must be an integer in 10..1000; got {dpi!r}')
     runs = [load_run(d) for d in dirs]                 # every refusal before anything is drawn
     out = _out_path(dirs, out)
-    import matplotlib
+    _needs('matplotlib'); import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     names = run_labels([c for _, c in runs])
@@ -211,17 +236,18 @@ def plot_run(run_dirs,                 # a run folder (train's out_dir) or a lis
         _draw(ax, p, runs, colors)
     key = axs[len(panels)]; key.axis('off')
     for ax in axs[len(panels) + 1:]: ax.remove()
+    wrap = lambda s, first='': textwrap.fill(s, 46, initial_indent=first, subsequent_indent='  ')
     runs_key = key.legend([Line2D([], [], color=c, lw=2.5) for c in colors],
-                          [textwrap.fill(s, 44, subsequent_indent='  ') + f'\n  {_outcome(ds)}'
-                           for s, (ds, _) in zip(names, runs)],
+                          [f"{wrap(s)}\n{wrap(_outcome(ds), '  ')}" for s, (ds, _) in zip(names, runs)],
                           loc='upper left', fontsize=8.5, frameon=False, title='runs', title_fontsize=10,
                           alignment='left')
     key.add_artist(runs_key)
-    key.legend([Line2D([], [], color='k', ls=ls, lw=1.6) for ls in STYLES[:2]]
-               + [Line2D([], [], color='0.35', ls=(0, (4, 3)), lw=0.9)],
-               ['z: the embedding (projector output)', 'r: the backbone feature',
-                'a reference (labelled on the line)'],
-               loc='lower left', fontsize=8.5, frameon=False, title='lines', title_fontsize=9.5,
+    lines = [(Line2D([], [], color='k', ls=ls, lw=1.6), s)
+             for ls, s in zip(STYLES, ('z: the embedding (projector output)', 'r: the backbone feature'))]
+    lines.append((Line2D([], [], color='0.35', ls=(0, (4, 3)), lw=0.9), 'a reference (labelled on the line)'))
+    if any(ds.attrs.get('status') in ('collapsed', 'diverged') for ds, _ in runs):
+        lines.append((Line2D([], [], color='k', ls=':', lw=1.2), "where train said 'collapsed', 'diverged'"))
+    key.legend(*zip(*lines), loc='lower left', fontsize=8.5, frameon=False, title='lines', title_fontsize=9.5,
                alignment='left')
     zero = any(0 in ds['epoch'].values for ds, _ in runs)
     head = title or (' vs '.join(names) if len(runs) < 4 else f'{len(runs)} runs compared')
@@ -245,7 +271,7 @@ def plot_parser() -> argparse.ArgumentParser:
     return p
 
 def main_plot(argv: list | None = None,  # the arguments after `plot` (None: sys.argv[1:])
-             ) -> int:                    # exit code: 0 drawn, 1 not written, 2 refused
+             ) -> int:                    # exit code: 0 drawn, 1 not written, 2 refused or not installed
     "Entry point of `cosine-pitfalls plot` and `python -m cosine_pitfalls.plot`."
     try: a = plot_parser().parse_args(argv)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2
@@ -256,6 +282,8 @@ def main_plot(argv: list | None = None,  # the arguments after `plot` (None: sys
         for d in a.run_dirs: load_run(d)                         # every run read before any is drawn
         pngs = [plot_run(a.run_dirs, a.out)] if a.compare else [plot_run(d, a.out) for d in a.run_dirs]
     except ValueError as e:
+        print(f'cosine-pitfalls plot: error: {e}', file=sys.stderr); return 2
+    except ImportError as e:
         print(f'cosine-pitfalls plot: error: {e}', file=sys.stderr); return 2
     except OSError as e:
         print(f'cosine-pitfalls plot: error: could not write the PNG: {e}', file=sys.stderr); return 1

@@ -100,3 +100,25 @@ def test_python_m_runs_it(runs, tmp_path):
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == str(tmp_path/'m.png'), r.stderr
     assert png_size(tmp_path/'m.png') == (1600, 1000)
+
+
+def test_without_matplotlib_it_says_what_to_install(runs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)                     # as if it were not installed
+    assert main_plot([str(runs/'plain'), '--out', str(tmp_path/'x.png')]) == 2
+    err = capsys.readouterr().err
+    assert 'needs matplotlib' in err and "pip install 'cosine_pitfalls[repro]'" in err and err.count('\n') == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_older_or_collapsed_run_draws_what_it_has(runs, tmp_path):
+    "A run without LiDAR, RankMe and α-ReQ and with the centred rank under its old name; a run train called collapsed."
+    import xarray as xr
+    ds = xr.load_dataset(runs/'plain'/'run.nc', engine='h5netcdf')
+    old = ds.drop_vars(['z_erank_centered', 'r_erank_centered', 'z_lidar', 'z_rankme', 'r_rankme', 'z_alpha_req',
+                        'r_alpha_req']).sel(epoch=[1, 2])
+    (tmp_path/'old').mkdir(); old.to_netcdf(tmp_path/'old'/'run.nc', engine='h5netcdf')
+    got, _ = load_run(tmp_path/'old')
+    assert 'z_erank_centered' in got and 'z_lidar' not in got
+    ds.attrs.update(status='collapsed', status_epoch=1)
+    (tmp_path/'coll').mkdir(); ds.to_netcdf(tmp_path/'coll'/'run.nc', engine='h5netcdf')
+    assert png_size(plot_run([tmp_path/'old', tmp_path/'coll'])) == (1600, 1000)
