@@ -13,8 +13,8 @@ from nbformat.sign import NotebookNotary
 
 from conftest import read_json, run_cli
 
-from cosine_pitfalls.paper import PAPER, notebook_of, section_ids
-from cosine_pitfalls.runner import report_problems
+from cosine_pitfalls.repro.paper import PAPER, notebook_of, section_ids
+from cosine_pitfalls.repro.report import report_problems
 
 SECTIONS = (2, 3)
 WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
@@ -134,7 +134,7 @@ def test_report_html_in_chromium(smoke23, tmp_path):
 
 
 def test_fragile_verdicts_are_marked_and_counted(tmp_path):
-    """A result whose summary says `fragile` (written by `core.SectionRun.save` from the Judgement) shows as
+    """A result whose summary says `fragile` (written by `results.SectionRun.save` from the Judgement) shows as
     `agree (fragile)` in report.md and report.html, its reason at the end of the ours cell and on the verdict (the
     title a reader hovers); the totals count it; a summary from before the gate, without the field, reads as not
     fragile. `cosine-pitfalls report` on summaries written by hand (no kernel)."""
