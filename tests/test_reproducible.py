@@ -2,7 +2,7 @@
 the weights recorded in the repository for its instruction set.
 
 What it guards: the `cpu` profile's verdicts must come out the same on this machine and on CI's. The runner pins
-every kernel of the CPU profiles to one thread and to AVX2 (`runner.kernel_env`); this test trains 20 steps of SimCLR
+every kernel of the CPU profiles to one thread and to AVX2 (`repro.execute.kernel_env`); this test trains 20 steps of SimCLR
 on the digits in a fresh process started with exactly those variables, hashes the final weights (sha256 over the
 state_dict's tensors, by name) and compares the hash with `tests/reproducible_hashes.json` under the instruction set
 the process ran and the CPU's vendor (torch's CPU capability, e.g. 'AVX2 AMD'). On another machine with the same

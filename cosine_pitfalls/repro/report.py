@@ -18,7 +18,7 @@ from .plan import *
 
 # %% auto #0
 __all__ = ['NOTEBOOK_HTML', 'SCALE_NOTE', 'read_json', 'read_manifest', 'file_problem', 'result_problem', 'describe_environment',
-           'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'anchor_ids', 'render_html',
+           'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'reader_view', 'anchor_ids', 'render_html',
            'render_missing', 'status', 'report_rows', 'report_header', 'write_report', 'write_report_html',
            'report_problems', 'write_reports']
 
@@ -165,6 +165,23 @@ def settle_executed(path: str | Path,  # an executed notebook, rewritten in plac
         return True
     except Exception: return False                              # e.g. no writable Jupyter data folder
 
+# %% ../../nbs/repro/91_report.ipynb #d4767da2
+def reader_view(nb: dict) -> dict:   # an executed notebook (JSON)
+    "The notebook without its `#| hide` cells; papermill's injected cell carries the names it sets (`parameter_names`)."
+    import ast
+    out = copy.deepcopy(nb); cells = []
+    for c in out['cells']:
+        src = ''.join(c.get('source', ''))
+        if c['cell_type'] == 'code' and re.match(r'#\s*\|\s*hide\s*$', src.split('\n', 1)[0]): continue
+        if 'injected-parameters' in c.get('metadata', {}).get('tags', []):
+            try: names = [t.id for n in ast.parse(src).body if isinstance(n, ast.Assign) for t in n.targets
+                          if isinstance(t, ast.Name)]
+            except SyntaxError: names = []
+            c['metadata']['parameter_names'] = ', '.join(names)
+        cells.append(c)
+    out['cells'] = cells
+    return out
+
 # %% ../../nbs/repro/91_report.ipynb #87a8cf70
 _HEADING = re.compile(r'(<h[1-6](?:\s[^>]*)?>)(.*?)(</h[1-6]>)', re.S)
 
@@ -196,15 +213,26 @@ window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']],
 </script>
 <script async src="{{ resources.mathjax_url }}"></script>
 {%- endblock html_head_js_mathjax -%}
+{% block codecell %}
+{%- if 'injected-parameters' in cell.metadata.get('tags', []) -%}
+<details class="injected-parameters"><summary>Parameters the profile set (papermill's injected cell):
+{{ cell.metadata.get('parameter_names', '') | escape }}</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock codecell %}
 """
 
 def render_html(executed: str | Path,  # an executed notebook
                 dest: str | Path,      # the HTML file to write
                ) -> Path:              # dest
-    "Render an executed notebook to HTML (nbconvert, lab template), widgets as text, an anchor per result ID."
+    """Render an executed notebook to HTML (nbconvert, lab template), as a reader sees it (`reader_view`), widgets as
+    text, an anchor per result ID."""
     import jinja2, nbformat
     from nbconvert import HTMLExporter
-    flat = static_widgets(json.loads(Path(executed).read_text(encoding='utf-8')))
+    flat = reader_view(static_widgets(json.loads(Path(executed).read_text(encoding='utf-8'))))
     nb = nbformat.reads(json.dumps(flat), as_version=4)             # sources as saved: lists of lines
     exporter = HTMLExporter(template_name='lab', template_file='cosine_pitfalls.html.j2',
                             extra_loaders=[jinja2.DictLoader({'cosine_pitfalls.html.j2': _PAGE_TEMPLATE})])
