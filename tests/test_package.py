@@ -55,7 +55,7 @@ def test_readme_two_commands_are_what_ci_runs():
 def test_every_notebook_has_one_parameters_cell_when_runnable():
     from cosine_pitfalls.repro.paper import NOTEBOOKS
     for f in NOTEBOOKS:
-        p = NBS/f
+        p = NBS/NOTEBOOKS[f].path
         if not p.exists(): continue
         nb = json.loads(p.read_text())
         tagged = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
@@ -68,7 +68,7 @@ def test_profiles_validate_against_notebooks(profile):
     "Each implemented section's PROFILES dict names only parameters of its notebook, with the right types."
     from cosine_pitfalls.repro.plan import plan
     from cosine_pitfalls.repro.paper import NOTEBOOKS
-    done = [f for f in NOTEBOOKS if (NBS/f).exists()]
+    done = [f for f in NOTEBOOKS if (NBS/NOTEBOOKS[f].path).exists()]
     assert done, 'no section notebook yet'
     jobs = plan(profile, sections=sorted({NOTEBOOKS[f].section for f in done}), nbs=NBS)
     assert [j['notebook'].name for j in jobs] == done
