@@ -48,13 +48,14 @@ setup_cfg['package_data'] = package_data
 
 from setuptools.command.build_py import build_py
 class build_py_with_notebooks(build_py):
-    "Also copy nbs/*.ipynb into the built package as cosine_pitfalls/nbs/ (the runner's notebooks, for a wheel)."
+    "Also copy nbs/**/*.ipynb into the built package as cosine_pitfalls/nbs/, folders kept (the runner's notebooks, for a wheel)."
     def run(self):
         super().run()
         import glob, os, shutil
         dest = os.path.join(self.build_lib, cfg['lib_path'], 'nbs')
-        os.makedirs(dest, exist_ok=True)
-        for f in sorted(glob.glob(os.path.join('nbs', '*.ipynb'))): shutil.copy2(f, dest)
+        for f in sorted(glob.glob(os.path.join('nbs', '**', '*.ipynb'), recursive=True)):
+            to = os.path.join(dest, os.path.relpath(f, 'nbs'))
+            os.makedirs(os.path.dirname(to), exist_ok=True); shutil.copy2(f, to)
 
 setuptools.setup(
     cmdclass = {'build_py': build_py_with_notebooks},

@@ -17,7 +17,7 @@ the two policy presets), in one process and on the same batch:
 crop_boxes .. solarize, draw_aug_params .. augment and make_views; the RandAugment/AutoAugment functions did
 not change and are imported). The machine may be shared: the load average (1 min) before and after is
 recorded with the figures in <out>/augment_calls.json (other presets or batch sizes:
-augment_calls_<presets>_b<batch>.json). CPU only: the GPU checks are the `gpu` cell of nbs/13_data.ipynb.
+augment_calls_<presets>_b<batch>.json). CPU only: the GPU checks are the `gpu` cell of nbs/library/13_data.ipynb.
 """
 import argparse, json, math, os, platform, statistics, sys, time
 from pathlib import Path
@@ -28,7 +28,7 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 import cosine_pitfalls.data as fused
-from cosine_pitfalls.core import atomic_write_text
+from cosine_pitfalls.utils import atomic_write_text
 from cosine_pitfalls.data import (AUG_PRESETS, AugSpec, _LUMA, _check_generator, _check_pair, _check_uint8_images,
                                   apply_policy, check_choice, draw_policy_params)
 
@@ -69,7 +69,7 @@ def crop_boxes(n: int,                        # number of boxes
     left = torch.where(found, torch.floor(u[:, 21] * (width - w + 1)), float((width - fw) // 2))
     return torch.stack([top, left, h, w], 1).long()
 
-# %% ../nbs/13_data.ipynb #d7a1c109
+# %% ../nbs/library/13_data.ipynb #d7a1c109
 def resized_crop(x: Tensor,            # float images, (B, C, H, W)
                  boxes: Tensor,        # (B, 4) rows (top, left, h, w) in pixels
                  size: tuple[int, int],  # output (height, width)
@@ -91,7 +91,7 @@ def resized_crop(x: Tensor,            # float images, (B, C, H, W)
     grid = F.affine_grid(theta, [B, C, size[0], size[1]], align_corners=False)   # (B, S, S, 2)
     return F.grid_sample(x, grid, mode='bilinear', padding_mode='border', align_corners=False)
 
-# %% ../nbs/13_data.ipynb #d7a1c10d
+# %% ../nbs/library/13_data.ipynb #d7a1c10d
 def _gray(x: Tensor) -> Tensor:
     "Luma `(B, 1, H, W)` of `x: (B, C, H, W)` (the image itself when C = 1)."
     if x.shape[1] == 1: return x
@@ -122,7 +122,7 @@ def _hue(x, f): return x if x.shape[1] == 1 else adjust_hue(x, f.view(-1))
 JITTER_OPS = ('brightness', 'contrast', 'saturation', 'hue')   # torchvision's ColorJitter op indices 0..3
 _JITTER_FNS = (_brightness, _contrast, _saturation, _hue)
 
-# %% ../nbs/13_data.ipynb #d7a1c10f
+# %% ../nbs/library/13_data.ipynb #d7a1c10f
 def _apply_rows(x: Tensor, sel: Tensor, fn, f: Tensor, sync_free: bool) -> Tensor:
     "x with `fn(x, f)` on the rows where `sel` is True."
     if sync_free:
@@ -146,7 +146,7 @@ def color_jitter(x: Tensor,        # images in [0, 1], (B, C, H, W), C in (1, 3)
                 x = _apply_rows(x, active & (order[:, r] == k), _JITTER_FNS[k], factors[:, k], sync_free)
     return x
 
-# %% ../nbs/13_data.ipynb #d7a1c113
+# %% ../nbs/library/13_data.ipynb #d7a1c113
 SOLARIZE_THRESHOLD = 0.5   # BYOL: x -> x if x < 0.5 else 1 - x
 
 def blur_kernel_size(side: int,  # output side in pixels
@@ -178,7 +178,7 @@ def solarize(x: Tensor,       # images in [0, 1], (B, C, H, W)
     "Invert the pixels >= 0.5 of the active samples."
     return torch.where(active.view(-1, 1, 1, 1) & (x >= SOLARIZE_THRESHOLD), 1 - x, x)
 
-# %% ../nbs/13_data.ipynb #d7a1c301
+# %% ../nbs/library/13_data.ipynb #d7a1c301
 def draw_aug_params(n: int,            # batch size
                     height: int,       # input height
                     width: int,        # input width
@@ -215,7 +215,7 @@ def _norm_params(mean, std, c: int, device) -> tuple[Tensor, Tensor]:
     return (torch.tensor(mean, dtype=torch.float32, device=device).view(1, c, 1, 1),
             torch.tensor(std, dtype=torch.float32, device=device).view(1, c, 1, 1))
 
-# %% ../nbs/13_data.ipynb #d7a1c117
+# %% ../nbs/library/13_data.ipynb #d7a1c117
 def apply_aug(x: Tensor,              # uint8 images, (B, C, H, W)
               params: dict[str, Tensor],  # from draw_aug_params(B, H, W, spec, generator)
               spec: AugSpec,          # the policy the parameters were drawn for
@@ -253,7 +253,7 @@ def augment(x: Tensor,          # uint8 images, (B, C, H, W), C in (1, 3)
     return apply_aug(x, draw_aug_params(x.shape[0], x.shape[2], x.shape[3], spec, generator), spec, mean, std,
                      sync_free)
 
-# %% ../nbs/13_data.ipynb #d7a1c11d
+# %% ../nbs/library/13_data.ipynb #d7a1c11d
 def make_views(x: Tensor,          # uint8 images, (B, C, H, W)
                preset: str | tuple,  # a key of AUG_PRESETS, or a tuple of AugSpecs (one per view)
                generator: torch.Generator,  # random source on x's device
@@ -270,7 +270,7 @@ def make_views(x: Tensor,          # uint8 images, (B, C, H, W)
                            f"got {preset!r}")
     return [augment(x, s, generator, mean, std, sync_free) for s in specs]
 
-# %% ../nbs/13_data.ipynb #d7a1c202
+# %% ../nbs/library/13_data.ipynb #d7a1c202
 
 # ---------------------------------------------------------------------------------------------------------------
 # Measurements

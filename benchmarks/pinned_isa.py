@@ -49,7 +49,7 @@ def child(epochs: int) -> dict:
     """Train in this process: a 1-epoch warm-up, then 1 epoch and 1 + `epochs` epochs; the step cost is the
     difference of the two (CPU time of this process, and the training loop's wall time), per step."""
     from cosine_pitfalls.data import load_dataset
-    from cosine_pitfalls.runner import compute_environment
+    from cosine_pitfalls.repro.execute import compute_environment
     from cosine_pitfalls.train import CHECKPOINT, TrainConfig, read_checkpoint, train
     data = load_dataset('digits', image_size=8)
     def run(n: int):
@@ -72,7 +72,8 @@ def child(epochs: int) -> dict:
 
 def settings(no_simd: bool) -> dict:
     "Setting name -> the environment its child runs in."
-    from cosine_pitfalls.runner import PIN_ISA, PIN_THREADS, kernel_env
+    from cosine_pitfalls.repro.plan import PIN_ISA, PIN_THREADS
+    from cosine_pitfalls.repro.execute import kernel_env
     base = {k: v for k, v in os.environ.items() if k not in PIN_ISA}
     out = {'best': dict(base, **PIN_THREADS), 'avx2': dict(base, **kernel_env('cpu'))}
     if no_simd: out['default'] = dict(base, **PIN_THREADS, ATEN_CPU_CAPABILITY='default')
@@ -89,8 +90,8 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     if a.child:
         print('@@' + json.dumps(child(a.epochs))); return {}
-    from cosine_pitfalls.core import atomic_write_text
-    from cosine_pitfalls.runner import cpu_flags, cpu_model, kernel_env
+    from cosine_pitfalls.utils import atomic_write_text
+    from cosine_pitfalls.repro.execute import cpu_flags, cpu_model, kernel_env
     envs = settings(a.no_simd)
     if 'ATEN_CPU_CAPABILITY' not in envs['avx2']:
         print('this CPU has no AVX2 and FMA: the runner pins nothing but the threads here; avx2 = best')

@@ -1,6 +1,6 @@
 """Benchmark: one section-2 sweep run as one batched tensor program vs. a Python loop over its cells.
 
-The sweep is pitfalls Figure 2 (`cosine_pitfalls.toy.alignment_sweep`): Prop. 1 gradient steps on positive pairs
+The sweep is pitfalls Figure 2 (`cosine_pitfalls.repro.toy.alignment_sweep`): Prop. 1 gradient steps on positive pairs
 in R^20 until each (rho, phi, seed) cell's mean cosine exceeds 0.999. Both versions run in this one process on the
 same grid and the same initial pairs (`alignment_sweep_loop` is the per-cell reference), and must give identical
 step counts. Each version is timed `--repeats` times; the best time counts.
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cosine_pitfalls.core import atomic_write_text
-from cosine_pitfalls.toy import alignment_sweep, alignment_sweep_loop
+from cosine_pitfalls.utils import atomic_write_text
+from cosine_pitfalls.repro.toy import alignment_sweep, alignment_sweep_loop
 
 
 def main(argv=None) -> dict:
@@ -56,7 +56,7 @@ def main(argv=None) -> dict:
     equal = bool((ds_batch['steps'].values == ds_loop['steps'].values).all())
     cells = a.n_rho * a.n_phi * a.seeds
     result = {
-        'benchmark': 'pitfalls.fig2 alignment sweep (cosine_pitfalls.toy.alignment_sweep): batched vs per-cell loop',
+        'benchmark': 'pitfalls.fig2 alignment sweep (cosine_pitfalls.repro.toy.alignment_sweep): batched vs per-cell loop',
         'grid': {'rho': a.n_rho, 'phi': a.n_phi, 'seed': a.seeds, 'pairs_per_cell': a.pairs, 'dim': 20, 'cells': cells,
                  'max_steps_taken': int(ds_batch['steps'].max()), 'total_cell_steps': int(ds_batch['steps'].sum())},
         'batched_s': t_batch, 'loop_s': t_loop, 'ratio_loop_over_batched': t_loop / t_batch,

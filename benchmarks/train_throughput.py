@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from cosine_pitfalls.core import atomic_write_text, get_device
+from cosine_pitfalls.utils import atomic_write_text, get_device
 from cosine_pitfalls.data import AUG_PRESETS, ImageData, channel_stats, load_dataset, make_views, torchvision_pipeline
 from cosine_pitfalls.evaluation import knn_topk
 from cosine_pitfalls.train import TrainConfig, build_model, make_optimizer, train

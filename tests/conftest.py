@@ -35,7 +35,7 @@ def run_main(*args, cwd=None, env=None, **_):
         if env is not None: os.environ.clear(); os.environ.update(env)
         if cwd is not None: os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            from cosine_pitfalls.runner import main
+            from cosine_pitfalls.repro.cli import main
             try: code = main([str(a) for a in args])
             except SystemExit as e: code = e.code if isinstance(e.code, int) else 2     # argparse's refusals
     finally:

@@ -7,8 +7,8 @@ import pytest
 
 from conftest import NBS, read_json, run_cli, run_main, tree
 
-from cosine_pitfalls.core import VERDICTS
-from cosine_pitfalls.paper import PAPER, notebook_of, section_ids
+from cosine_pitfalls.repro.verdicts import VERDICTS
+from cosine_pitfalls.repro.paper import PAPER, notebook_of, section_ids
 
 SECTION1 = section_ids(1)
 
@@ -21,7 +21,7 @@ def test_list_names_every_id(cli, tmp_path):
     for i in SECTION1: assert 'not run' in rows[i]
     for i in PAPER:
         assert notebook_of(i).file in rows[i]
-        if not (NBS/notebook_of(i).file).exists(): assert 'not yet implemented' in rows[i]
+        if not (NBS/notebook_of(i).path).exists(): assert 'not yet implemented' in rows[i]
 
 
 BAD = [
@@ -53,7 +53,7 @@ def test_bad_input_is_one_clear_error_and_loses_nothing(cli, tmp_path, k, args, 
 
 def test_every_id_has_a_notebook_that_registers_it():
     for i in PAPER:
-        nb = NBS/notebook_of(i).file
+        nb = NBS/notebook_of(i).path
         assert nb.exists() and f"'{i}'" in nb.read_text(encoding='utf-8'), i
 
 
@@ -61,7 +61,7 @@ def test_unimplemented_id_is_refused(cli, tmp_path):
     "A notebook folder without an ID's notebook: the ID is refused before anything runs, and nothing is written."
     i = 'clop.fig6'
     nbs = tmp_path/'nbs'; nbs.mkdir()
-    for p in NBS.glob('*.ipynb'):
+    for p in (NBS/'repro').glob('*.ipynb'):   # a foreign folder holding the notebooks flat
         if p.name != notebook_of(i).file: shutil.copy(p, nbs)
     r = cli('list', '--nbs', nbs, '--out', tmp_path/'out')
     assert r.returncode == 0, r.stderr
@@ -108,7 +108,8 @@ def test_smoke_section1_registers_every_id(smoke1):
 
 def test_smoke_kernel_is_pinned_and_recorded(smoke1):
     "The kernel ran on one thread (intra- and inter-op), AVX2 where the CPU has it; the run and the report say so."
-    from cosine_pitfalls.runner import cpu_flags, describe_environment
+    from cosine_pitfalls.repro.execute import cpu_flags
+    from cosine_pitfalls.repro.report import describe_environment
     out, r, _ = smoke1
     env = read_json(out/'manifest.json')['runs'][0]['environment']
     assert (env['threads'], env['interop_threads']) == (1, 1) and env['pinned']['OMP_NUM_THREADS'] == '1'
@@ -155,7 +156,7 @@ def test_edited_code_reruns_without_force(smoke1, tmp_path):
     assert same.returncode == 0, same.stderr
     assert len(read_json(out/'manifest.json')['runs']) == n, 'unchanged code and parameters must be skipped'
     nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
-    p = nbs/notebook_of(SECTION1[0]).file; nb = json.loads(p.read_text())
+    p = nbs/notebook_of(SECTION1[0]).path; nb = json.loads(p.read_text())
     k = next(j for j, c in enumerate(nb['cells']) if c['cell_type'] == 'code' and 'parameters' not in c.get('metadata', {}).get('tags', []))
     nb['cells'][k]['source'] = ''.join(nb['cells'][k]['source']) + '\n# an edit to the code'
     p.write_text(json.dumps(nb))
@@ -185,7 +186,7 @@ def test_report_rebuilds_from_disk(smoke1, cli):
 
 def test_every_id_is_anchored_in_its_rendered_notebook(smoke1):
     "The executed notebook is rendered to notebooks/, one anchor per registered ID, each linked from report.html."
-    from cosine_pitfalls.runner import report_problems
+    from cosine_pitfalls.repro.report import report_problems
     out, r, _ = smoke1
     page = (out/'notebooks'/'01_gradients.smoke.html').read_text()
     rep = (out/'report.html').read_text()

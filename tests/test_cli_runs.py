@@ -7,8 +7,8 @@ import pytest
 
 from conftest import CLI, NBS, read_json, run_cli
 
-from cosine_pitfalls.core import VERDICTS
-from cosine_pitfalls.paper import NOTEBOOKS, notebook_ids, notebook_of, section_ids
+from cosine_pitfalls.repro.verdicts import VERDICTS
+from cosine_pitfalls.repro.paper import NOTEBOOKS, notebook_ids, notebook_of, section_ids
 
 SECTION1 = section_ids(1)
 
@@ -16,7 +16,7 @@ SECTION1 = section_ids(1)
 def _broken_copy(tmp_path, file):
     "A copy of nbs/ where the notebook `file` raises right after its parameters cell."
     nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
-    p = nbs/file; nb = json.loads(p.read_text())
+    p = nbs/NOTEBOOKS[file].path; nb = json.loads(p.read_text())
     k = next(j for j, c in enumerate(nb['cells']) if 'parameters' in c.get('metadata', {}).get('tags', []))
     nb['cells'].insert(k + 1, dict(cell_type='code', metadata={}, outputs=[], execution_count=None, id='broken',
                                    source="raise RuntimeError('deliberate failure planted by the test')"))
@@ -25,7 +25,7 @@ def _broken_copy(tmp_path, file):
 
 
 def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
-    other = next((f for f in NOTEBOOKS if f != notebook_of('clop.thm1').file and (NBS/f).exists()), None)
+    other = next((f for f in NOTEBOOKS if f != notebook_of('clop.thm1').file and (NBS/NOTEBOOKS[f].path).exists()), None)
     if other is None: pytest.skip('needs a second section notebook')
     nbs, out = _broken_copy(tmp_path, other), tmp_path/'out'
     bad = notebook_ids(other)[0]

@@ -86,7 +86,7 @@ DDP_RUNS = {
 @pytest.mark.parametrize('name', list(DDP_RUNS))
 def test_train_in_two_gloo_processes(name, tmp_path):
     "Both processes exit 0 and leave the group; process 0 alone evaluates (kNN, probe)."
-    from cosine_pitfalls.preflight import ddp_check
+    from cosine_pitfalls.repro.preflight import ddp_check
     cfg = TrainConfig(dataset='digits', width=8, head_width=32, head_out=16, batch_size=16, epochs=2,
                       steps_per_epoch=2, eval_every=1, diag_samples=32, knn_k=10, linear_probe=True, probe_epochs=2,
                       out_dir=str(tmp_path/'run'), **DDP_RUNS[name])

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cosine_pitfalls.embedding_norms import (PROFILES, UNTESTABLE, decay_exposure, ema_for_steps, judge_collapse,
+from cosine_pitfalls.repro.embedding_norms import (PROFILES, UNTESTABLE, decay_exposure, ema_for_steps, judge_collapse,
                                              judge_table1, settings_5a, role_datasets, transient_collapse)
-from cosine_pitfalls.paper import notebook_ids
+from cosine_pitfalls.repro.paper import notebook_ids
 
 
 def test_collapse_is_judged_at_the_end_and_a_recovery_is_a_transient_collapse():
@@ -66,7 +66,7 @@ def test_simsiam_norm_parts_are_never_judged_on_the_pinned_norm():
                         z_normalized_std=(('model', 'wd', 'seed', 'epoch'), np.full((1, 2, 3, 2), 0.1)),
                         z_norm_mean=(('model', 'wd', 'seed', 'epoch'), np.full((1, 2, 3, 2), 8.0))), coords=co)
     j = judge_table1(t, 10, 360, {0.05: 8.0, 0.0: 0.0}, {'simsiam': None})
-    assert [type(p).__name__ for p in j.parts] == ['Part', 'Untested', 'Untested'] and 'pinned' in j.untestable
+    assert [type(p).__name__ for p in j.parts] == ['Comparison', 'Untested', 'Untested'] and 'pinned' in j.untestable
 
 
 def test_cpu_fig5_grid_costs_what_it_did():

@@ -304,7 +304,7 @@ def test_small_refusals(tmp_path, args, msg):
 
 
 def test_duplicates_are_run_once():
-    from cosine_pitfalls.runner import plan
+    from cosine_pitfalls.repro.plan import plan
     assert [j['ids'] for j in plan('smoke', only=['clop.thm1', 'clop.thm1'])] == [['clop.thm1']]
     jobs = plan('smoke', sections=[1, 1])
     assert len(jobs) == 1 and len(jobs[0]['ids']) == len(set(jobs[0]['ids']))

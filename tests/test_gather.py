@@ -3,7 +3,7 @@
 Each rank computes `nt_xent(..., gather=True)` (its local anchors against the gathered global batch) and
 backpropagates it; DDP averages over the ranks (done here by hand, as DDP's reducer does: importing DDP
 pulls in torch._dynamo, seconds per process). Loss and gradients must equal one process computing the loss on
-the whole batch. Two common mistakes are run too, to show what they break (see nbs/15_mechanisms.ipynb).
+the whole batch. Two common mistakes are run too, to show what they break (see nbs/library/15_mechanisms.ipynb).
 """
 import os, socket, warnings
 from pathlib import Path

@@ -43,7 +43,7 @@ def test_torchvision_only_when_a_resnet_is_built():
 
 def test_probe_sees_a_heavy_import():
     "The check can fail: importing the companion's core loads pandas and xarray."
-    assert {'pandas', 'xarray'} <= set(loaded_after('import cosine_pitfalls.core')[0])
+    assert {'pandas', 'xarray'} <= set(loaded_after('import cosine_pitfalls.repro.results')[0])
 
 
 EXTRAS = ('torchvision', 'PIL', 'xarray', 'pandas', 'h5netcdf', 'h5py', 'sklearn', 'scipy', 'tqdm',

@@ -1,5 +1,5 @@
 """Section 3's judging functions on simulated results without any true effect (issue 25): every judge of
-`cosine_pitfalls.clop_synthetic` goes through the one gate (`core.judge_all`), so at most 5 % of null claims may
+`cosine_pitfalls.repro.clop_synthetic` goes through the one gate (`verdicts.judge_all`), so at most 5 % of null claims may
 come out `differ`. The null results have the real `cpu` shapes: 5 seeds, the four base losses, the variants each
 result compares, kNN accuracy as binomial draws on the 450 unlabelled points (500 points, 10 % labelled), per
 (base, seed) success rates around the cpu run's accuracies (every variant of a (base, seed) shares its rate: no
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cosine_pitfalls.clop_synthetic import (CLOP_WEIGHTINGS, SIM_ORDER, SSL, STABLE_MARGIN, Variant, judge_etf,
+from cosine_pitfalls.repro.clop_synthetic import (CLOP_WEIGHTINGS, SIM_ORDER, SSL, STABLE_MARGIN, Variant, judge_etf,
                                             judge_table1_synthetic, judge_table2_synthetic, judge_table5)
-from cosine_pitfalls.core import null_rates
+from cosine_pitfalls.repro.verdicts import null_rates
 
 DRAWS, SEEDS, N_POINTS, N_TEST = 1000, 5, 500, 450        # the cpu profile: 5 seeds, 500 points, 50 labelled
 BASES = ('infonce', 'dcl', 'barlow_twins', 'vicreg')
@@ -95,7 +95,7 @@ def test_null_stable_at_the_margin():
 def test_the_old_lambda_rule_would_fail():
     """The gate is what holds the level: the old 'stable' part (the best λ picked after the fact, against each other λ
     at 5 % without Holm) said differ far more often on the same null draws."""
-    from cosine_pitfalls.core import judge_claim
+    from cosine_pitfalls.repro.verdicts import judge_claim
     rng, bad = np.random.default_rng(25), 0
     for _ in range(300):
         avg = null_ds(rng, T1).acc.mean('base')

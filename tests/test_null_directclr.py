@@ -1,6 +1,6 @@
 """Section 4's judging functions on simulated results with no true effect (issue 25).
 
-Every verdict of `cosine_pitfalls.directclr` goes through the one gate, so on null results a claim may say
+Every verdict of `cosine_pitfalls.repro.directclr` goes through the one gate, so on null results a claim may say
 `differ` at most 5 % of the time. The shapes are the real `cpu` runs': 4 seeds; the settings the cpu profile
 trains (none, mlp2, directclr), and cpu-long's every setting where a claim has parts cpu cannot test; probe
 accuracies as binomial draws on the 1,797 digits the cross-validated probe predicts (a seed's level shared by its
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cosine_pitfalls.core import null_rates
-from cosine_pitfalls.directclr import (COLLAPSE, judge_fig12, judge_fig2, judge_fig9, judge_subvector,
+from cosine_pitfalls.repro.verdicts import null_rates
+from cosine_pitfalls.repro.directclr import (COLLAPSE, judge_fig12, judge_fig2, judge_fig9, judge_subvector,
                                        judge_table1, judge_table2)
 
 N_IMAGES, SEEDS, DRAWS, LEVEL = 1797, 4, 1000, 0.05   # all labelled digits (5-fold CV probe), cpu's seeds
@@ -100,7 +100,7 @@ def test_null_spectra_collapse_sometimes():
 
 def test_a_path_around_the_gate_fails():
     "A judge that decides 'differ' when no seed shows the effect (the former judge_seeds) fails this test."
-    from cosine_pitfalls.core import Check, judge_all
+    from cosine_pitfalls.repro.verdicts import Check, judge_all
 
     def by_seeds(rng):
         acc = accuracies(rng, CPU)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cosine_pitfalls.core import null_rates
-from cosine_pitfalls.embedding_norms import (CUT_DEFAULT, PAPER_WDS, chance_band, judge_cut_grid, judge_fig3,
+from cosine_pitfalls.repro.verdicts import null_rates
+from cosine_pitfalls.repro.embedding_norms import (CUT_DEFAULT, PAPER_WDS, chance_band, judge_cut_grid, judge_fig3,
                                              judge_fig4, judge_fig5, judge_lee, judge_table1, judge_table2,
                                              judge_table3, judge_table4)
 

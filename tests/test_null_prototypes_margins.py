@@ -1,5 +1,5 @@
 """Section 5b's judging functions on simulated results without any true effect (issue 25): every `judge_<id>` of
-`cosine_pitfalls.prototypes_margins` goes through the one gate (`core.judge_all`), so at most 5 % of null claims may
+`cosine_pitfalls.repro.prototypes_margins` goes through the one gate (`verdicts.judge_all`), so at most 5 % of null claims may
 come out `differ`. The null results have the real shapes: 3 seeds; the `cpu` grids where `cpu` trains (margins
 Figs. 3 and 5; `cpu-long`: clop Table 2), accuracies as binomial draws of the k-fold probe over all 1,797 digits;
 the `gpu` grids for the IDs `cpu` does not train (CIFAR-10/100's 10,000 test images, STL-10's 8,000, the k-fold
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import cosine_pitfalls.prototypes_margins as pm
-from cosine_pitfalls.core import Part, null_rates
+import cosine_pitfalls.repro.prototypes_margins as pm
+from cosine_pitfalls.repro.verdicts import Comparison, null_rates
 
 DRAWS, SEEDS = 1000, 3
 # The cpu run before issue 25 (/tmp/cpu_before/results/margins.fig3.nc, .fig5.nc): the k-fold top-1 of the settings
@@ -54,7 +54,7 @@ def mask_of(coords: dict, runs: list) -> np.ndarray:
 
 def live(j) -> bool:
     "Whether one of the claim's parts could have said `differ` (testable)."
-    return any(isinstance(p, Part) and p.paper is not None and not p.why for p in j.parts)
+    return any(isinstance(p, Comparison) and p.paper is not None and not p.why for p in j.parts)
 
 
 # ---- the claims, each a function rng -> Judgement on one null draw ------------------------------------------

@@ -5,9 +5,9 @@ Sections 1–2 are closed forms and simulations, so "no true effect" means two t
   `differ`, never `agree`, `corrected` or `rebuilt`;
 - section 2: inputs in the shapes of each real simulation (the `cpu` profile's grids and seeds) with the effect
   removed (spectra that do not change with k, norms that do not grow, variances that do not fall with the batch)
-  must never give the effect's verdict; where a claim is judged over seeds, `core.null_rates` runs ≥ 1,000 draws
+  must never give the effect's verdict; where a claim is judged over seeds, `verdicts.null_rates` runs ≥ 1,000 draws
   and the false `differ` (and `agree`) rates must stay ≤ 5 %.
-Every function goes through `core.judge_all` (`null_rates` refuses anything but a `Judgement`)."""
+Every function goes through `verdicts.judge_all` (`null_rates` refuses anything but a `Judgement`)."""
 import math
 
 import numpy as np
@@ -15,9 +15,9 @@ import pytest
 import torch
 import xarray as xr
 
-import cosine_pitfalls.gradients as G
-import cosine_pitfalls.toy as T
-from cosine_pitfalls.core import Judgement, null_rates
+import cosine_pitfalls.repro.gradients as G
+import cosine_pitfalls.repro.toy as T
+from cosine_pitfalls.repro.verdicts import Judgement, null_rates
 
 SAYS_IT_HOLDS = ('agree', 'corrected', 'rebuilt')   # verdicts that say the effect (or our form of it) is there
 DRAWS = 1000

@@ -17,9 +17,9 @@ def test_installed_version_matches_settings():
 
 def test_package_imports_headless_in_fresh_interpreter():
     "The exported modules import without Jupyter, in a plain interpreter outside the repository."
-    from cosine_pitfalls.paper import NOTEBOOKS
-    mods = ['cosine_pitfalls.core', 'cosine_pitfalls.paper', 'cosine_pitfalls.runner'] + \
-           [f'cosine_pitfalls.{n.module}' for n in NOTEBOOKS.values() if (NBS/n.file).exists()]
+    from cosine_pitfalls.repro.paper import NOTEBOOKS
+    mods = [f'cosine_pitfalls.repro.{m}' for m in ('paper', 'verdicts', 'results', 'plan', 'report', 'execute', 'cli')] + \
+           [f'cosine_pitfalls.repro.{n.module}' for n in NOTEBOOKS.values() if (NBS/n.path).exists()]
     code = 'import importlib,sys\n' + ''.join(f'importlib.import_module({m!r})\n' for m in mods) + 'print("ok")'
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd='/', timeout=300,
                        env={'MPLBACKEND': 'Agg', 'PATH': '/usr/bin:/bin'})
@@ -53,9 +53,9 @@ def test_readme_two_commands_are_what_ci_runs():
 
 
 def test_every_notebook_has_one_parameters_cell_when_runnable():
-    from cosine_pitfalls.paper import NOTEBOOKS
+    from cosine_pitfalls.repro.paper import NOTEBOOKS
     for f in NOTEBOOKS:
-        p = NBS/f
+        p = NBS/NOTEBOOKS[f].path
         if not p.exists(): continue
         nb = json.loads(p.read_text())
         tagged = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
@@ -66,9 +66,9 @@ def test_every_notebook_has_one_parameters_cell_when_runnable():
 @pytest.mark.parametrize('profile', ['smoke', 'cpu', 'cpu-long', 'gpu', 'paper'])
 def test_profiles_validate_against_notebooks(profile):
     "Each implemented section's PROFILES dict names only parameters of its notebook, with the right types."
-    from cosine_pitfalls.runner import plan
-    from cosine_pitfalls.paper import NOTEBOOKS
-    done = [f for f in NOTEBOOKS if (NBS/f).exists()]
+    from cosine_pitfalls.repro.plan import plan
+    from cosine_pitfalls.repro.paper import NOTEBOOKS
+    done = [f for f in NOTEBOOKS if (NBS/NOTEBOOKS[f].path).exists()]
     assert done, 'no section notebook yet'
     jobs = plan(profile, sections=sorted({NOTEBOOKS[f].section for f in done}), nbs=NBS)
     assert [j['notebook'].name for j in jobs] == done
@@ -76,7 +76,7 @@ def test_profiles_validate_against_notebooks(profile):
 
 
 def test_every_paper_map_id_is_registered_once():
-    from cosine_pitfalls.paper import PAPER
+    from cosine_pitfalls.repro.paper import PAPER
     shared = Path(ROOT.parent/'shared'/'PAPER_MAP.md')
     if not shared.exists(): pytest.skip('../shared/PAPER_MAP.md not beside the checkout')
     import re

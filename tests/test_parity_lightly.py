@@ -1,6 +1,6 @@
 """Parity with the peer library lightly (an external oracle, a dev dependency): each of our objectives against
 lightly's counterpart on random float64 inputs, value AND input-gradient within 1e-10, after the convention
-factor stated in the loss's docstring (nbs/10_losses.ipynb, "Conventions"); and the similarity-weighted kNN.
+factor stated in the loss's docstring (nbs/library/10_losses.ipynb, "Conventions"); and the similarity-weighted kNN.
 
 lightly is a dev requirement (settings.ini), so it is imported plainly: a missing lightly fails this module
 rather than skipping it. Never loosen a tolerance here to make a test pass: if we and lightly differ, find out

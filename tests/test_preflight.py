@@ -3,8 +3,8 @@ a bug re-introduced is a non-zero exit that names the run (issue 20)."""
 import pytest
 
 from conftest import run_cli
-from cosine_pitfalls import preflight as pf
-from cosine_pitfalls import prototypes_margins as pm
+from cosine_pitfalls.repro import preflight as pf
+from cosine_pitfalls.repro import prototypes_margins as pm
 
 TINY = dict(batch_cap=4, side_cap=8, log=lambda s: None)
 

@@ -5,6 +5,7 @@ headless Chromium driven by chromedriver where both are installed (Debian: `apt-
 without them the browser test is skipped and says so (`pytest -rs`).
 """
 import json, re, shutil, urllib.parse
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
@@ -13,8 +14,8 @@ from nbformat.sign import NotebookNotary
 
 from conftest import read_json, run_cli
 
-from cosine_pitfalls.paper import PAPER, notebook_of, section_ids
-from cosine_pitfalls.runner import report_problems
+from cosine_pitfalls.repro.paper import PAPER, notebook_of, section_ids
+from cosine_pitfalls.repro.report import report_problems
 
 SECTIONS = (2, 3)
 WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
@@ -66,8 +67,28 @@ def test_executed_notebooks_read_well(smoke23):
         assert NotebookNotary().check_signature(nbformat.read(out/'runs'/f'{stem}.smoke.ipynb', as_version=4))
         page = (out/'notebooks'/f'{stem}.smoke.html').read_text()
         assert 'widget-view+json' not in page and 'widget-state+json' not in page, stem
+        hidden = [c for c in nb['cells'] if c['cell_type'] == 'code' and ''.join(c['source']).startswith('#| hide')]
+        assert hidden and '#| hide' not in page, stem                         # nbdev's hidden cells are not shown
+        folded = [d for d in _Details.of(page) if 'injected-parameters' in d['class']]
+        assert len(folded) == 1 and not folded[0]['open'], (stem, folded)     # papermill's copy: one closed <details>
+        assert 'profile' in folded[0]['summary'] and 'out_dir' in folded[0]['summary'], folded[0]['summary']
         bars += page.count('it/s]</pre>')                                       # a bar, as the line it ended on
     assert bars > 0                  # section 3's 'base losses' bar stays; the bars with leave=False are hidden
+
+
+class _Details(HTMLParser):
+    "Each <details> of a page: its class, whether it opens, its summary's text."
+    def __init__(self): super().__init__(); self.found, self._summary = [], False
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == 'details': self.found.append(dict(cls=a.get('class', ''), open='open' in a, summary=''))
+        self._summary = self._summary or tag == 'summary'
+    def handle_endtag(self, tag): self._summary = self._summary and tag != 'summary'
+    def handle_data(self, data):
+        if self._summary and self.found: self.found[-1]['summary'] += data
+    @classmethod
+    def of(cls, page: str) -> list[dict]:
+        p = cls(); p.feed(page); return [dict(d, **{'class': d.pop('cls')}) for d in p.found]
 
 
 def _browser():
@@ -134,7 +155,7 @@ def test_report_html_in_chromium(smoke23, tmp_path):
 
 
 def test_fragile_verdicts_are_marked_and_counted(tmp_path):
-    """A result whose summary says `fragile` (written by `core.SectionRun.save` from the Judgement) shows as
+    """A result whose summary says `fragile` (written by `results.SectionRun.save` from the Judgement) shows as
     `agree (fragile)` in report.md and report.html, its reason at the end of the ours cell and on the verdict (the
     title a reader hovers); the totals count it; a summary from before the gate, without the field, reads as not
     fragile. `cosine-pitfalls report` on summaries written by hand (no kernel)."""

@@ -2,7 +2,7 @@
 the weights recorded in the repository for its instruction set.
 
 What it guards: the `cpu` profile's verdicts must come out the same on this machine and on CI's. The runner pins
-every kernel of the CPU profiles to one thread and to AVX2 (`runner.kernel_env`); this test trains 20 steps of SimCLR
+every kernel of the CPU profiles to one thread and to AVX2 (`repro.execute.kernel_env`); this test trains 20 steps of SimCLR
 on the digits in a fresh process started with exactly those variables, hashes the final weights (sha256 over the
 state_dict's tensors, by name) and compares the hash with `tests/reproducible_hashes.json` under the instruction set
 the process ran and the CPU's vendor (torch's CPU capability, e.g. 'AVX2 AMD'). On another machine with the same
@@ -48,7 +48,7 @@ def weights_sha256(state: dict) -> str:
 
 def _child() -> dict:
     "Train RUN in this process; its final weights' hash, loss and what it computed with."
-    from cosine_pitfalls.runner import compute_environment
+    from cosine_pitfalls.repro.execute import compute_environment
     from cosine_pitfalls.train import CHECKPOINT, TrainConfig, read_checkpoint, train
     with tempfile.TemporaryDirectory() as d:
         ds = train(TrainConfig(**RUN, out_dir=d))
@@ -58,7 +58,8 @@ def _child() -> dict:
 
 def short_run(pinned: bool = True) -> dict:
     "RUN in a fresh process, under the `cpu` profile's pins (or with the CPU's best instruction set, one thread)."
-    from cosine_pitfalls.runner import PIN_ISA, PIN_THREADS, kernel_env
+    from cosine_pitfalls.repro.plan import PIN_ISA, PIN_THREADS
+    from cosine_pitfalls.repro.execute import kernel_env
     env = {k: v for k, v in os.environ.items() if k not in PIN_ISA}
     env.update(kernel_env('cpu') if pinned else PIN_THREADS)
     r = subprocess.run([sys.executable, __file__, '--child'], env=env, capture_output=True, text=True, timeout=600)

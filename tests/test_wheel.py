@@ -100,11 +100,12 @@ def venv(tmp_path_factory):
 
 def test_wheel_carries_the_notebooks(venv):
     v, env, work = venv
-    code = ('import cosine_pitfalls, sys; from cosine_pitfalls.runner import find_nbs\n'
+    code = ('import cosine_pitfalls, sys; from cosine_pitfalls.repro.plan import find_nbs\n'
             'print(cosine_pitfalls.__file__); print(find_nbs())')
     pkg, nbs = run([v/'bin'/'python', '-c', code], env=env, cwd=work).stdout.split()
     assert Path(pkg).is_relative_to(v) and Path(nbs) == Path(pkg).parent/'nbs'
-    assert {p.name for p in Path(nbs).glob('*.ipynb')} == {p.name for p in (ROOT/'nbs').glob('*.ipynb')}
+    assert ({p.relative_to(nbs).as_posix() for p in Path(nbs).rglob('*.ipynb')} ==   # the folders kept
+            {p.relative_to(ROOT/'nbs').as_posix() for p in (ROOT/'nbs').rglob('*.ipynb')})
 
 
 def test_wheel_runs_the_readme_library_examples(venv):

@@ -13,7 +13,7 @@ if [ ! -d /tmp/site ] && ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 export JUPYTER_PATH=/tmp/site/share/jupyter   # nbconvert's templates, installed with the wheels
-cp_() { python3 -c "import sys; from cosine_pitfalls.runner import main; sys.exit(main(sys.argv[1:]))" "$@"; }
+cp_() { python3 -c "import sys; from cosine_pitfalls.repro.cli import main; sys.exit(main(sys.argv[1:]))" "$@"; }
 case $part in
   env)
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
