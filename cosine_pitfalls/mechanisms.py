@@ -260,6 +260,10 @@ def margin_cross_entropy(cos: Tensor,     # (n, K) cosines of each anchor to its
 # %% ../nbs/15_mechanisms.ipynb #15a00026
 TERMS = ('both', 'attraction', 'repulsion')
 
+def _one_hot(pos: Tensor, K: int) -> Tensor:  # (A,) -> (A, K) bool
+    "One-hot rows without `F.one_hot`'s range check (a host sync inside a training step)."
+    return pos[:, None] == torch.arange(K, device=pos.device)
+
 def nt_xent_logits(logits: Tensor,      # (*b, A, K) each anchor's logits to its K candidates (itself: dropped or −∞)
                    pos: Tensor,         # (A,) int64 column of each anchor's positive
                    terms: str = 'both', # 'both', 'attraction' (−δ⁺) or 'repulsion' (log Σₖ exp δₖ), pitfalls Eq. 1
@@ -268,7 +272,7 @@ def nt_xent_logits(logits: Tensor,      # (*b, A, K) each anchor's logits to its
     "The one NT-Xent core, log Σₖ exp δₖ − δ⁺ per anchor: every contrastive loss of the library ends here."
     lp = logits.gather(-1, pos.expand(logits.shape[:-1])[..., None])[..., 0]   # (*b, A) δ⁺
     if terms == 'attraction': return -lp
-    den = logits.masked_fill(F.one_hot(pos, logits.shape[-1]).bool(), float('-inf')) if decoupled else logits
+    den = logits.masked_fill(_one_hot(pos, logits.shape[-1]), float('-inf')) if decoupled else logits
     lse = torch.logsumexp(den, -1)                                             # (*b, A)
     return lse if terms == 'repulsion' else lse - lp
 
@@ -283,7 +287,7 @@ def nt_xent_cos(cos: Tensor,       # (*b, A, M) cosines of each anchor to every 
         cols = torch.arange(M - 1, device=cos.device).expand(A, -1)
         cols = cols + (cols >= self_idx[:, None]).long()                       # (A, M−1): all but the anchor
         cos, pos = cos.gather(-1, cols.expand(*cos.shape[:-2], A, M - 1)), pos - (pos > self_idx).long()
-    p = F.one_hot(pos, cos.shape[-1]).to(cos.dtype)                            # (A, K) one-hot targets
+    p = _one_hot(pos, cos.shape[-1]).to(cos.dtype)                             # (A, K) one-hot targets
     return nt_xent_logits(_logits(cos, p, tau, spec), pos, terms, decoupled)
 
 def _nt_xent_rows(z: Tensor, anchors: Tensor, tau: float, spec: GradScale | None, terms: str) -> Tensor:

@@ -37,7 +37,8 @@ def register_method(cls: type,  # a subclass of `SSLMethod` with a `name`
         raise ValueError(f"register_method takes a subclass of SSLMethod; got {cls!r}")
     name, old = cls.name, _REGISTRY.get(cls.name)
     if not (isinstance(name, str) and name.isidentifier()):
-        raise ValueError(f"{cls.__name__}.name must be the method's name, an identifier like 'nnclr'; got {name!r}")
+        raise ValueError(f"{cls.__name__}.name must be the method's name, an identifier like 'nnclr'; "
+                         f"got {name!r}")
     if old is not None and old.__qualname__ != cls.__qualname__:       # a re-run cell replaces its own class
         raise ValueError(f"method {name!r} is registered already, by {old.__module__}.{old.__qualname__}")
     _REGISTRY[name] = cls
@@ -112,7 +113,8 @@ class MethodConfig:
         check_choice('clop_prototypes', self.clop_prototypes, PROTOTYPES)
         check_choice('clop_similarity', self.clop_similarity, SIMILARITIES)
         check_choice('clop_weighting', self.clop_weighting, tuple(CLOP_WEIGHTINGS))
-        for name in ('head_width', 'head_out', 'd0'): _check_int_field(name, getattr(self, name), allow_none=True)
+        for name in ('head_width', 'head_out', 'd0'):
+            _check_int_field(name, getattr(self, name), allow_none=True)
         _check_float_field('temperature', self.temperature, strict=True, allow_none=True)
         for name in ('vrns_weight', 'clop_weight'): _check_float_field(name, getattr(self, name))
         _check_fraction('ema', self.ema, allow_none=True)
@@ -120,7 +122,7 @@ class MethodConfig:
                 and 0 < self.label_frac <= 1):
             raise ValueError(f"label_frac must be a number in (0, 1]; got {self.label_frac!r}")
         _check_bool_field('clop_normalize', self.clop_normalize)
-        for c in _REGISTRY.values(): c.check_options(self)        # each method's own fields, wherever they are set
+        for c in _REGISTRY.values(): c.check_options(self)   # each method's own fields, wherever set
         self.grad_scale()                                         # margins: its own checks
         if self.projector in ('lowrank_fixed', 'lowrank_diag_fixed') and self.d0 is None:
             raise ValueError(f"projector {self.projector!r} needs d0 (its rank)")
@@ -265,7 +267,7 @@ class SSLMethod(nn.Module):
     @torch.no_grad()
     def momentum_update(self, progress: float) -> float: return float('nan')  # EMAMethod: the EMA step
     def sync_target(self) -> None: pass       # EMAMethod: copy the online networks (after cut-initialization)
-    def generators(self) -> dict[str, torch.Generator]: return {}   # the method's own random streams (checkpoints)
+    def generators(self) -> dict[str, torch.Generator]: return {}   # its own random streams (checkpoints)
 
     def embed(self, x: Tensor) -> tuple[Tensor, Tensor]:
         "Online representation r = backbone(x) and embedding z = projector(r), (B, ·) each."
@@ -301,11 +303,13 @@ class SSLMethod(nn.Module):
                 loss = loss + cfg.clop_weight * terms['clop']
         return MethodOutput(loss, {k: v.detach() for k, v in terms.items()}, (r1, r2), (z1, z2))
 
-def _ablation_projector(cfg: MethodConfig, kind: str, feat_dim: int, generator: torch.Generator | None) -> nn.Module:
+def _ablation_projector(cfg: MethodConfig, kind: str, feat_dim: int,
+                        generator: torch.Generator | None) -> nn.Module:
     "One of DirectCLR's ablation projectors (`models.make_projector`) at cfg's sizes."
     return make_projector(kind, feat_dim, out_dim=cfg.head_out if kind in ('mlp2', 'linear') else None,
                           hidden_dim=cfg.head_width if kind == 'mlp2' else None,
-                          rank=cfg.d0 if kind in ('lowrank_fixed', 'lowrank_diag_fixed') else None, generator=generator)
+                          rank=cfg.d0 if kind in ('lowrank_fixed', 'lowrank_diag_fixed') else None,
+                          generator=generator)
 
 # %% ../nbs/16_methods.ipynb #a2809aba
 class EMAMethod(SSLMethod):
@@ -313,7 +317,8 @@ class EMAMethod(SSLMethod):
     published = dict(proj=(2, 2048, 128, False), pred=None, temperature=None, ema=0.996)
 
     def make_target(self) -> nn.Module:
-        target = nn.ModuleDict(dict(backbone=copy.deepcopy(self.backbone), projector=copy.deepcopy(self.projector)))
+        target = nn.ModuleDict(dict(backbone=copy.deepcopy(self.backbone),
+                                    projector=copy.deepcopy(self.projector)))
         for p in target.parameters(): p.requires_grad_(False)       # never the optimizer's
         return target
 
@@ -323,7 +328,7 @@ class EMAMethod(SSLMethod):
 
     @torch.no_grad()
     def momentum_update(self, progress: float) -> float:
-        "EMA ξ ← m·ξ + (1 − m)·θ of the online backbone and projector into the target; returns the momentum m."
+        "EMA ξ ← m·ξ + (1 − m)·θ of the online backbone and projector into the target; returns m."
         m = ema_momentum(self.cfg.resolved('ema'), progress, self.ema_schedule)
         online = list(self.backbone.parameters()) + list(self.projector.parameters())
         torch._foreach_lerp_(list(self.target.parameters()), online, 1 - m)
@@ -393,12 +398,12 @@ class MoCoV2(EMAMethod):
     def check_options(cls, cfg: MethodConfig) -> None: _check_int_field('queue_size', cfg.queue_size)
 
     def make_objective(self, cfg, generator):     # the queue: drawn after the target
-        return MoCoLoss(cfg.resolved('temperature'), cfg.queue_size, self.projector.out_dim, self.spec, gather=True,
-                        generator=generator)
+        return MoCoLoss(cfg.resolved('temperature'), cfg.queue_size, self.projector.out_dim, self.spec,
+                        gather=True, generator=generator)
     def networks(self, views, z1, z2):
         with torch.no_grad(): return dict(t1=self.momentum_embed(views[0]), t2=self.momentum_embed(views[1]))
     def loss(self, z1, z2, labels, t1, t2):
-        o = self.objective             # both directions see this step's queue (symmetrized), then both keys go in
+        o = self.objective      # both directions see this step's queue (symmetrized), then both keys go in
         loss = (o(z1, t2, update=False) + o(z2, t1, update=False)) / 2
         o.bank.enqueue(torch.cat([F.normalize(t1, dim=-1), F.normalize(t2, dim=-1)]))
         return loss
@@ -467,8 +472,8 @@ class DINO(EMAMethod):
         return DinoHead(feat_dim, cfg.head_width or hidden, cfg.head_out or out, cfg.dino_out), None
 
     def make_objective(self, cfg, generator):        # keeps the teacher's centre (a buffer)
-        return DINOLoss(cfg.dino_out, cfg.resolved('temperature'), cfg.dino_teacher_temp, cfg.dino_center_momentum,
-                        gather=True)
+        return DINOLoss(cfg.dino_out, cfg.resolved('temperature'), cfg.dino_teacher_temp,
+                        cfg.dino_center_momentum, gather=True)
     def networks(self, views, z1, z2):
         with torch.no_grad(): return dict(t1=self.momentum_embed(views[0]), t2=self.momentum_embed(views[1]))
     def loss(self, z1, z2, labels, t1, t2):
@@ -515,9 +520,10 @@ class DirectCLR(SSLMethod):
 
     def __init__(self, cfg, backbone, num_classes=10, n_total=50000, generator=None):
         super().__init__(cfg, backbone, num_classes, n_total, generator)
-        self.subset_gen = None   # the random subsets' own stream (saved in checkpoints), drawn after the prototypes
+        self.subset_gen = None   # the random subsets' own stream (in checkpoints), drawn after the prototypes
         if cfg.random_subset:
-            self.subset_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
+            seed = int(torch.randint(0, 2**31, (1,), generator=generator))
+            self.subset_gen = torch.Generator().manual_seed(seed)
 
     @classmethod
     def check_options(cls, cfg: MethodConfig) -> None:
