@@ -608,7 +608,7 @@ def _ddp(model: SSLMethod, cfg: TrainConfig, dev: torch.device) -> nn.Module:
     "DDP around the model: SyncBN for contrastive methods on CUDA; the queue, centre, prototypes not broadcast."
     from torch.nn.parallel import DistributedDataParallel as DDP
     cuda = dev.type == 'cuda'
-    net = nn.SyncBatchNorm.convert_sync_batchnorm(model) if cuda and cfg.method in CONTRASTIVE else model
+    net = nn.SyncBatchNorm.convert_sync_batchnorm(model) if cuda and model.contrastive else model
     # every rank updates these buffers alike (keys and statistics are gathered): re-sending them is waste
     same = [n for n, _ in net.named_buffers() if n.split('.')[-1] in ('queue', 'queue_ptr', 'center', 'prototypes')]
     DDP._set_params_and_buffers_to_ignore_for_model(net, same)
