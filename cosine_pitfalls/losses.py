@@ -22,8 +22,8 @@ __all__ = ['PROTOTYPES', 'SIMILARITIES', 'REDUCTIONS', 'CLOP_WEIGHTINGS', 'accep
 # %% ../nbs/library/10_losses.ipynb #8f5caaf3
 import inspect
 
-from .mechanisms import (TERMS, GradScale, check_views, fp32_loss, margin_logits,
-                                        soft_cross_entropy, upcast)
+from .mechanisms import (TERMS, GradScale, check_spec, check_views, fp32_loss, margin_logits,
+                                        nt_xent_cos, nt_xent_logits, soft_cross_entropy, upcast)
 from .dist import dist_info, gather_with_grad
 
 # %% ../nbs/library/10_losses.ipynb #333f6819
@@ -44,10 +44,7 @@ def _check_validate(v) -> bool | None:
                          f"got {v!r}")
     return v
 
-def _check_spec(spec) -> GradScale | None:
-    if spec is not None and not isinstance(spec, GradScale):
-        raise ValueError(f"spec must be a mechanisms.GradScale or None; got {type(spec).__name__}")
-    return spec
+_check_spec = check_spec   # the one check of a gradient-scaling argument (mechanisms)
 
 # %% ../nbs/library/10_losses.ipynb #c7d20619
 @fp32_loss
@@ -61,18 +58,10 @@ def info_nce(z1: Tensor,                # first view, (*b, n, d)
     n = z1.shape[-2]
     z = F.normalize(torch.cat([z1, z2], dim=-2), dim=-1) / math.sqrt(temperature)   # (*b, 2n, d): ẑ/√τ
     logits = z @ z.transpose(-1, -2).contiguous()                   # (*b, 2n, 2n): ẑᵢᵀẑₐ/τ
-    idx = torch.arange(2 * n, device=z.device)                      # (2n,)
-    pos = (idx + n) % (2 * n)                                       # (2n,) the other view of the same sample
+    pos = (torch.arange(2 * n, device=z.device) + n) % (2 * n)      # (2n,) the other view of the same sample
     # mask in place (the matmul's backward needs only its inputs): never compare an anchor with itself
     logits.diagonal(dim1=-2, dim2=-1).fill_(float('-inf'))
-    if not decoupled:
-        return -torch.log_softmax(logits, dim=-1)[..., idx, pos].mean(-1)
-    pos_logit = (z * z.roll(n, dims=-2)).sum(-1)                    # (*b, 2n): ẑᵢᵀẑ_j(i)/τ
-    logits[..., idx, pos] = float('-inf')                           # DCL: the positive leaves the denominator
-    log_p = torch.log_softmax(logits, dim=-1)                       # (*b, 2n, 2n), one fused pass
-    other = (idx + 1) % (2 * n)                                     # a negative of every anchor when n >= 2
-    denom = logits[..., idx, other] - log_p[..., idx, other]        # (*b, 2n): logsumexp over the negatives
-    return (denom - pos_logit).mean(-1)
+    return nt_xent_logits(logits, pos, decoupled=decoupled).mean(-1)   # the one core (mechanisms)
 
 # %% ../nbs/library/10_losses.ipynb #9dbc965e
 @fp32_loss
@@ -86,21 +75,7 @@ def contrastive_loss(q: Tensor,          # anchors, (n, d), ℓ2-normalized
                      decoupled: bool = False,         # DCL: the positive leaves the denominator
                     ) -> Tensor:         # scalar: the mean over anchors
     "InfoNCE of anchors against keys through the margins' logits: the core of SimCLR, DCL, DirectCLR, MoCo."
-    cos = q @ keys.T                                                       # (n, M)
-    n, M = cos.shape
-    rows = torch.arange(n, device=q.device)
-    if self_idx is not None:  # drop each anchor's own column: it is no candidate (Algs. 4, 5 sum rows)
-        cols = torch.arange(M - 1, device=q.device).expand(n, -1)
-        cols = cols + (cols >= self_idx[:, None]).long()                   # (n, M−1)
-        cos, pos = cos.gather(1, cols), pos - (pos > self_idx).long()
-    p = torch.zeros_like(cos); p[rows, pos] = 1.0
-    plain = spec is None or not spec.active
-    logits = cos / tau if plain else margin_logits(cos, p, tau, spec, validate=False)
-    if terms == 'attraction': return -(logits[rows, pos]).mean()
-    den = logits.masked_fill(p.bool(), float('-inf')) if decoupled else logits
-    lse = torch.logsumexp(den, dim=-1)                                     # (n,)
-    if terms == 'repulsion': return lse.mean()
-    return (lse - logits[rows, pos]).mean()
+    return nt_xent_cos(q @ keys.T, pos, self_idx, tau, spec, terms, decoupled).mean()   # the one core
 
 @fp32_loss
 def two_view_contrast(z1: Tensor, z2: Tensor,  # the two views' embeddings on this process, (n, d) each

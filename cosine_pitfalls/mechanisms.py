@@ -15,8 +15,9 @@ from .dist import dist_info, gather_with_grad
 from .utils import check_choice, check_positive, warn_moved
 
 # %% auto #0
-__all__ = ['ATTENUATIONS', 'TERMS', 'check_views', 'upcast', 'fp32_loss', 'GradScale', 'curvature_weight', 'margin_logits',
-           'soft_cross_entropy', 'margin_cross_entropy', 'nt_xent_anchors', 'nt_xent']
+__all__ = ['ATTENUATIONS', 'TERMS', 'check_views', 'upcast', 'fp32_loss', 'GradScale', 'check_spec', 'curvature_weight',
+           'margin_logits', 'soft_cross_entropy', 'margin_cross_entropy', 'nt_xent_logits', 'nt_xent_cos',
+           'nt_xent_anchors', 'nt_xent']
 
 # %% ../nbs/library/15_mechanisms.ipynb #50598114
 def check_views(z1: Tensor,  # embeddings of the first view, (*b, n, d)
@@ -108,6 +109,13 @@ class GradScale:
     def active(self) -> bool:
         "Whether the logits or their gradients differ from Alg. 1 (Algs. 5–6 with α = 0 do not)."
         return self.algorithm != 1 and not (self.algorithm in (5, 6) and self.alpha == 0)
+
+def check_spec(spec,  # a `GradScale`, or None for plain logits
+              ) -> GradScale | None:  # `spec`, unchanged
+    "The one check of a gradient-scaling argument: a `GradScale` (validated when made) or None."
+    if spec is not None and not isinstance(spec, GradScale):
+        raise ValueError(f"spec must be a mechanisms.GradScale or None; got {type(spec).__name__}")
+    return spec
 
 # %% ../nbs/library/15_mechanisms.ipynb #15a00010
 def curvature_weight(x: Tensor,  # θ/π in [0, 1], any shape
@@ -202,8 +210,7 @@ def margin_logits(cos: Tensor,          # (..., K) cosine similarities of each a
     "Logits of margins App. E: Alg. 1 (cos/τ), Alg. 2 (margins, Eq. 4), or a gradient scaling (Algs. 3–6)."
     p = _check_targets('cos', cos, p, validate)
     if validate: check_positive('tau', tau)     # scalar checks too: none in a compiled step
-    if spec is not None and not isinstance(spec, GradScale):
-        raise ValueError(f"spec must be a GradScale or None; got {type(spec).__name__}")
+    check_spec(spec)
     if validate and bool((cos.abs() > 1 + 1e-4).any()):
         raise ValueError(f"cos must hold cosine similarities, in [-1, 1]; got values up to "
                          f"{float(cos.abs().max()):.3g}: pass the cosines and the temperature tau "
@@ -253,28 +260,47 @@ def margin_cross_entropy(cos: Tensor,     # (n, K) cosines of each anchor to its
 # %% ../nbs/library/15_mechanisms.ipynb #15a00026
 TERMS = ('both', 'attraction', 'repulsion')
 
+def _one_hot(pos: Tensor, K: int) -> Tensor:  # (A,) -> (A, K) bool
+    "One-hot rows without `F.one_hot`'s range check (a host sync inside a training step)."
+    return pos[:, None] == torch.arange(K, device=pos.device)
+
+def nt_xent_logits(logits: Tensor,      # (*b, A, K) each anchor's logits to its K candidates (itself: dropped or −∞)
+                   pos: Tensor,         # (A,) int64 column of each anchor's positive
+                   terms: str = 'both', # 'both', 'attraction' (−δ⁺) or 'repulsion' (log Σₖ exp δₖ), pitfalls Eq. 1
+                   decoupled: bool = False,  # DCL: the positive leaves the sum
+                  ) -> Tensor:          # (*b, A) the loss of each anchor
+    "The one NT-Xent core, log Σₖ exp δₖ − δ⁺ per anchor: every contrastive loss of the library ends here."
+    lp = logits.gather(-1, pos.expand(logits.shape[:-1])[..., None])[..., 0]   # (*b, A) δ⁺
+    if terms == 'attraction': return -lp
+    den = logits.masked_fill(_one_hot(pos, logits.shape[-1]), float('-inf')) if decoupled else logits
+    lse = torch.logsumexp(den, -1)                                             # (*b, A)
+    return lse if terms == 'repulsion' else lse - lp
+
+def nt_xent_cos(cos: Tensor,       # (*b, A, M) cosines of each anchor to every candidate
+                pos: Tensor,       # (A,) int64 column of each anchor's positive
+                self_idx: Tensor | None,  # (A,) column of the anchor itself (dropped), or None
+                tau: float, spec: GradScale | None = None, terms: str = 'both', decoupled: bool = False,
+               ) -> Tensor:        # (*b, A) the loss of each anchor
+    "`nt_xent_logits` of cosines through margins' logits (App. E), each anchor's own column dropped (no −∞)."
+    if self_idx is not None:
+        A, M = cos.shape[-2:]
+        cols = torch.arange(M - 1, device=cos.device).expand(A, -1)
+        cols = cols + (cols >= self_idx[:, None]).long()                       # (A, M−1): all but the anchor
+        cos, pos = cos.gather(-1, cols.expand(*cos.shape[:-2], A, M - 1)), pos - (pos > self_idx).long()
+    p = _one_hot(pos, cos.shape[-1]).to(cos.dtype)                             # (A, K) one-hot targets
+    return nt_xent_logits(_logits(cos, p, tau, spec), pos, terms, decoupled)
+
 def _nt_xent_rows(z: Tensor, anchors: Tensor, tau: float, spec: GradScale | None, terms: str) -> Tensor:
     "`nt_xent_anchors` without the checks."
-    m = z.shape[-2]; half = m // 2                                         # 2N rows, N per view
+    m = z.shape[-2]                                                        # 2N rows, N per view
     zn = F.normalize(z, dim=-1)                                            # (*b, 2N, d)
     cos = zn[..., anchors, :] @ zn.transpose(-1, -2)                       # (*b, A, 2N)
-    cols = torch.arange(m - 1, device=z.device)                            # (2N-1,)
-    cols = cols + (cols >= anchors[:, None]).long()                        # (A, 2N-1): rows but the anchor
-    cos = cos.gather(-1, cols.expand(*cos.shape[:-1], m - 1))              # (*b, A, 2N-1)
-    pos = (anchors + half) % m                                             # (A,) the other view
-    p = F.one_hot(pos - (pos > anchors).long(), m - 1).to(cos.dtype)       # (A, 2N-1) one-hot targets
-    logits = _logits(cos, p, tau, spec)                                    # (*b, A, 2N-1)
-    if terms == 'attraction': per = -(p * logits).sum(-1)                  # −δ⁺
-    elif terms == 'repulsion': per = torch.logsumexp(logits, -1)           # log Σ_{k≠i} exp δₖ
-    else: per = _soft_ce(logits, p)                                        # both
-    return per.mean(-1)                                                    # (*b,)
+    return nt_xent_cos(cos, (anchors + m // 2) % m, anchors, tau, spec, terms).mean(-1)   # (*b,)
 
 # %% ../nbs/library/15_mechanisms.ipynb #15a00026b
 def _check_nt_xent(tau: float, spec: GradScale | None, terms: str) -> None:
     "Validate the options shared by `nt_xent` and `nt_xent_anchors`."
-    check_positive('tau', tau); check_choice('terms', terms, TERMS)
-    if spec is not None and not isinstance(spec, GradScale):
-        raise ValueError(f"spec must be a GradScale or None; got {type(spec).__name__}")
+    check_positive('tau', tau); check_choice('terms', terms, TERMS); check_spec(spec)
 
 @fp32_loss
 def nt_xent_anchors(z: Tensor,        # (*b, 2N, d) both views stacked: rows a and (a + N) mod 2N are a pair

@@ -12,42 +12,48 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .utils import check_choice, check_positive
-from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
-                                   make_prototypes, vicreg)
-from .mechanisms import GradScale, margin_logits, soft_cross_entropy
-from .dist import dist_info, gather_with_grad
+from .losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, clop_term, make_prototypes)
+from .mechanisms import TERMS, GradScale, upcast
+from .dist import gather_with_grad
 from .models import PROJECTORS, make_projector, mlp, subvector
 from .similarity_losses import vrns_loss
 
 # %% auto #0
-__all__ = ['METHODS', 'CONTRASTIVE', 'EMA_METHODS', 'SIMCLR_TERMS', 'PUBLISHED', 'MethodConfig', 'DinoHead', 'make_heads',
-           'MethodOutput', 'ema_momentum', 'SSLMethod']
+__all__ = ['SIMCLR_TERMS', 'METHODS', 'CONTRASTIVE', 'EMA_METHODS', 'PUBLISHED', 'register_method', 'method_class',
+           'MethodConfig', 'DinoHead', 'make_heads', 'MethodOutput', 'ema_momentum', 'SSLMethod', 'EMAMethod', 'SimCLR',
+           'DCLMethod', 'SupConMethod', 'MoCoV2', 'MoCoV3', 'BYOL', 'SimSiam', 'DINO', 'BarlowTwinsMethod',
+           'VICRegMethod', 'DirectCLR']
 
 # %% ../nbs/library/16_methods.ipynb #375c417c
 from .losses import (DCL, BYOLLoss, BarlowTwins, DINOLoss, InfoNCE, MoCoLoss, MoCoV3Loss,
-                                    NegativeCosine, SupCon, VICReg, upcast)
+                                    NegativeCosine, SupCon, VICReg)
 
-# %% ../nbs/library/16_methods.ipynb #16a00006
-METHODS = ('simclr', 'dcl', 'supcon', 'moco_v2', 'moco_v3', 'byol', 'simsiam', 'dino', 'barlow_twins',
-           'vicreg', 'directclr')
-CONTRASTIVE = ('simclr', 'dcl', 'supcon', 'moco_v2', 'moco_v3', 'directclr')   # losses with negatives
-EMA_METHODS = ('moco_v2', 'moco_v3', 'byol', 'dino')  # a target network updated by EMA
-SIMCLR_TERMS = ('both', 'attraction', 'repulsion')                              # pitfalls Fig. 3
+# %% ../nbs/library/16_methods.ipynb #9c028d8f
+_REGISTRY: dict[str, type] = {}   # method name -> its SSLMethod subclass, in the order registered
 
-# method -> projector (layers, hidden, out, last BN), predictor (hidden, out) or None, temperature, EMA base
-PUBLISHED = {
-    'simclr': dict(proj=(2, 2048, 128, False), pred=None, temperature=0.5, ema=None),
-    'dcl': dict(proj=(2, 2048, 128, False), pred=None, temperature=0.5, ema=None),
-    'supcon': dict(proj=(2, 2048, 128, False), pred=None, temperature=0.1, ema=None),
-    'moco_v2': dict(proj=(2, 2048, 128, False), pred=None, temperature=0.2, ema=0.999),
-    'moco_v3': dict(proj=(3, 4096, 256, True), pred=(4096, 256), temperature=1.0, ema=0.99),
-    'byol': dict(proj=(2, 4096, 256, False), pred=(4096, 256), temperature=None, ema=0.996),
-    'simsiam': dict(proj=(3, 2048, 2048, True), pred=(512, 2048), temperature=None, ema=None),
-    'dino': dict(proj=(3, 2048, 256, False), pred=None, temperature=0.1, ema=0.996),
-    'barlow_twins': dict(proj=(3, 8192, 8192, False), pred=None, temperature=None, ema=None),
-    'vicreg': dict(proj=(3, 8192, 8192, False), pred=None, temperature=None, ema=None),
-    'directclr': dict(proj=None, pred=None, temperature=0.5, ema=None),
-}
+def register_method(cls: type,  # a subclass of `SSLMethod` with a `name`
+                   ) -> type:    # the same class: use it as a decorator
+    "Add a method class to the registry under `cls.name`; `MethodConfig(method=cls.name)` then builds it."
+    if not (isinstance(cls, type) and issubclass(cls, SSLMethod)) or cls is SSLMethod:
+        raise ValueError(f"register_method takes a subclass of SSLMethod; got {cls!r}")
+    name, old = cls.name, _REGISTRY.get(cls.name)
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise ValueError(f"{cls.__name__}.name must be the method's name, an identifier like 'nnclr'; "
+                         f"got {name!r}")
+    if old is not None and old.__qualname__ != cls.__qualname__:       # a re-run cell replaces its own class
+        raise ValueError(f"method {name!r} is registered already, by {old.__module__}.{old.__qualname__}")
+    _REGISTRY[name] = cls
+    return cls
+
+def method_class(name: str,  # a registered method's name
+                ) -> type:   # its `SSLMethod` subclass
+    "The class of method `name`; a ValueError naming the registered methods if there is none."
+    return _REGISTRY[check_choice('method', name, tuple(_REGISTRY))]
+
+def _names(flag: str, quote: bool = True) -> str:
+    "The registered methods whose class sets `flag`, as \"'a', 'b' and 'c'\" (for the error messages)."
+    ns = [repr(n) if quote else n for n, c in _REGISTRY.items() if getattr(c, flag)]
+    return ', '.join(ns[:-1]) + ' and ' + ns[-1] if len(ns) > 1 else ''.join(ns)
 
 # %% ../nbs/library/16_methods.ipynb #16a00008
 def _check_int_field(name: str, v, lo: int = 1, allow_none: bool = False) -> None:
@@ -57,12 +63,19 @@ def _check_int_field(name: str, v, lo: int = 1, allow_none: bool = False) -> Non
 def _check_float_field(name: str, v, strict: bool = False, allow_none: bool = False) -> None:
     if v is None and allow_none: return
     check_positive(name, v, strict=strict)
+def _check_fraction(name: str, v, allow_none: bool = False) -> None:
+    "A number in [0, 1) (a momentum), or None where allowed."
+    if v is None and allow_none: return
+    if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1):
+        raise ValueError(f"{name} must be a number in [0, 1){' or None' if allow_none else ''}; got {v!r}")
+def _check_bool_field(name: str, v) -> None:
+    if not isinstance(v, bool): raise ValueError(f"{name} must be True or False; got {v!r}")
 
 # %% ../nbs/library/16_methods.ipynb #111ca1d6
 @dataclass
 class MethodConfig:
     "A method, its heads and the papers' mechanisms (validated on creation)."
-    method: str = 'simclr'             # one of METHODS
+    method: str = 'simclr'             # a registered method: one of METHODS, or one added by `register_method`
     temperature: float | None = None   # None: the published τ (table above)
     head_width: int | None = None      # hidden width of projector / predictor; None: published
     head_out: int | None = None        # output width of the projector (and predictor); None: published
@@ -95,59 +108,26 @@ class MethodConfig:
     def __post_init__(self): self.validate_method()
 
     def validate_method(self) -> None:
-        "Check every method field; one ValueError naming the first bad field."
-        check_choice('method', self.method, METHODS)
+        "Check every method field; one ValueError naming the first bad field (each method checks its own)."
+        cls = method_class(self.method)
         check_choice('projector', self.projector, ('default',) + PROJECTORS)
-        check_choice('simclr_terms', self.simclr_terms, SIMCLR_TERMS)
         check_choice('clop_prototypes', self.clop_prototypes, PROTOTYPES)
         check_choice('clop_similarity', self.clop_similarity, SIMILARITIES)
         check_choice('clop_weighting', self.clop_weighting, tuple(CLOP_WEIGHTINGS))
         for name in ('head_width', 'head_out', 'd0'):
             _check_int_field(name, getattr(self, name), allow_none=True)
-        for name in ('queue_size', 'dino_out'): _check_int_field(name, getattr(self, name))
-        for name in ('temperature',):
-            _check_float_field(name, getattr(self, name), strict=True, allow_none=True)
-        for name in ('dino_teacher_temp',): _check_float_field(name, getattr(self, name), strict=True)
-        for name in ('bt_lambda', 'vrns_weight', 'clop_weight'): _check_float_field(name, getattr(self, name))
-        for name in ('ema', 'dino_center_momentum'):
-            v = getattr(self, name)
-            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1):
-                raise ValueError(
-                    f"{name} must be a number in [0, 1){' or None' if name == 'ema' else ''}; got {v!r}")
+        _check_float_field('temperature', self.temperature, strict=True, allow_none=True)
+        for name in ('vrns_weight', 'clop_weight'): _check_float_field(name, getattr(self, name))
+        _check_fraction('ema', self.ema, allow_none=True)
         if not (isinstance(self.label_frac, (int, float)) and not isinstance(self.label_frac, bool)
                 and 0 < self.label_frac <= 1):
             raise ValueError(f"label_frac must be a number in (0, 1]; got {self.label_frac!r}")
-        vw = self.vicreg_weights
-        if not (isinstance(vw, (tuple, list)) and len(vw) == 3):
-            raise ValueError(f"vicreg_weights must be three non-negative numbers (invariance, variance, "
-                             f"covariance); got {vw!r}")
-        for v in vw: check_positive('vicreg_weights', v, strict=False)
-        for name in ('random_subset', 'clop_normalize'):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
-        self.grad_scale()                                                   # margins: its own checks
-        self._check_combinations()
-
-    def _check_combinations(self) -> None:
-        m = self.method
-        if m == 'directclr' and self.d0 is None:
-            raise ValueError('d0 must be set for method directclr (the sub-vector size)')
-        if m not in ('directclr',) and self.random_subset:
-            raise ValueError("random_subset applies to method 'directclr' only")
-        if self.projector != 'default' and m not in ('simclr', 'dcl', 'directclr'):
-            raise ValueError(f"projector applies to methods 'simclr', 'dcl' and 'directclr' (DirectCLR's "
-                             f"ablations); got {m!r}")
+        _check_bool_field('clop_normalize', self.clop_normalize)
+        for c in _REGISTRY.values(): c.check_options(self)   # each method's own fields, wherever set
+        self.grad_scale()                                         # margins: its own checks
         if self.projector in ('lowrank_fixed', 'lowrank_diag_fixed') and self.d0 is None:
             raise ValueError(f"projector {self.projector!r} needs d0 (its rank)")
-        if self.simclr_terms != 'both' and m != 'simclr':
-            raise ValueError("simclr_terms applies to method 'simclr' only")
-        if self.grad_scale().active and m not in ('simclr', 'moco_v2', 'moco_v3', 'byol'):
-            raise ValueError(f"the margins' gradient scaling applies to simclr, moco_v2, "
-                             f"moco_v3 and byol (the margins paper's); got {m!r}")
-        if self.grad_scale().active and self.simclr_terms != 'both':
-            raise ValueError('the margins options and simclr_terms cannot be combined')
-        if self.vrns_weight > 0 and m not in CONTRASTIVE:
-            raise ValueError(f"vrns_weight applies to the contrastive methods {CONTRASTIVE}; got {m!r}")
+        cls.check_config(self)                                    # what the chosen method accepts
 
     def grad_scale(self) -> GradScale:
         "The margins options as a `mechanisms.GradScale`."
@@ -157,7 +137,7 @@ class MethodConfig:
     def resolved(self, name: str):
         "A published default made explicit: `temperature` or `ema`."
         v = getattr(self, name)
-        return PUBLISHED[self.method][name] if v is None else v
+        return method_class(self.method).published[name] if v is None else v
 
 # %% ../nbs/library/16_methods.ipynb #16a00011
 class DinoHead(nn.Module):
@@ -177,22 +157,7 @@ def make_heads(cfg: MethodConfig,        # the method and its head sizes
               # projector, predictor (None where the method has none)
               ) -> tuple[nn.Module, nn.Module | None]:
     "A method's projector and predictor, at the published sizes or at cfg.head_width / cfg.head_out."
-    pub = PUBLISHED[cfg.method]
-    # DirectCLR's ablation projectors
-    if cfg.method == 'directclr' or cfg.projector not in ('default', 'mlp2'):
-        kind = 'none' if cfg.method == 'directclr' and cfg.projector == 'default' else cfg.projector
-        return make_projector(kind, feat_dim, out_dim=cfg.head_out if kind in ('mlp2', 'linear') else None,
-                              hidden_dim=cfg.head_width if kind == 'mlp2' else None,
-                              rank=cfg.d0 if kind in ('lowrank_fixed', 'lowrank_diag_fixed') else None,
-                              generator=generator), None
-    layers, hidden, out, last_bn = pub['proj']
-    hidden, out = cfg.head_width or hidden, cfg.head_out or out
-    if cfg.method == 'dino': return DinoHead(feat_dim, hidden, out, cfg.dino_out), None
-    proj = mlp(feat_dim, hidden, out, n_layers=layers, last_bn=last_bn)
-    if pub['pred'] is None: return proj, None
-    p_hidden = (pub['pred'][0] if cfg.head_width is None
-                else max(1, cfg.head_width // (4 if cfg.method == 'simsiam' else 1)))
-    return proj, mlp(out, p_hidden, out, n_layers=2)
+    return method_class(cfg.method).heads(cfg, feat_dim, generator)
 
 # %% ../nbs/library/16_methods.ipynb #16a00022
 @dataclass
@@ -214,110 +179,119 @@ def ema_momentum(base: float,      # m₀
 
 # %% ../nbs/library/16_methods.ipynb #16a00023
 class SSLMethod(nn.Module):
-    "A self-supervised method: backbone, heads, target network, and its loss with the papers' mechanisms."
+    """A self-supervised method: backbone, heads, and its loss with the papers' mechanisms (CLOP, L_VRNS, margins'
+    gradient scaling, DirectCLR's sub-vector), fp32 similarities. `SSLMethod(cfg, backbone)` builds the class that
+    the registry holds for `cfg.method` (e.g. `SimCLR`), so code written against `SSLMethod` keeps working.
+
+    To add a method, subclass it, give it a `name`, decorate it with `register_method`, and write:
+    `published` (projector (layers, hidden, out, last BN), predictor (hidden, out) or None, τ, EMA base),
+    `make_objective(cfg, generator)` (its loss module: built once, it keeps a queue or a centre as buffers),
+    `networks(views, z1, z2)` (any other outputs the loss needs: a predictor, a target under `torch.no_grad()`;
+    runs under the step's autocast) and `loss(z1, z2, labels, **networks)` (the loss from the two views'
+    embeddings `(B, d)`, in fp32). A method with a momentum encoder subclasses `EMAMethod` instead. Options of
+    its own are class attributes (or fields of `MethodConfig` it checks in `check_options`). The base adds the
+    mechanisms, checks the labels, and keeps the module names (backbone, projector, predictor, target, objective,
+    prototypes) that checkpoints store. Then `train(TrainConfig(method=name, ...))` trains it."""
+    name: str = ''             # the registry key, `MethodConfig.method`
+    published: dict = dict(proj=(2, 2048, 128, False), pred=None, temperature=None, ema=None)
+    options: tuple = ()        # the `MethodConfig` fields only this method reads (checked by `check_options`)
+    contrastive: bool = False  # a loss with negatives: L_VRNS applies, SyncBN under DDP
+    grad_scaling: bool = False # margins' logit rewrites (App. E) apply
+    projectors: bool = False   # DirectCLR's ablation projectors (`MethodConfig.projector`) apply
+    needs_labels: bool = False # its loss reads labels (SupCon)
+    ema_schedule = 'cosine'    # of the target's momentum (EMA methods)
+
+    def __new__(cls, cfg: MethodConfig | None = None, *args, **kwargs):
+        "`SSLMethod(cfg, ...)` is the registered class of `cfg.method`; a subclass builds itself."
+        if cls is SSLMethod: cls = method_class(cfg.method)
+        return super().__new__(cls)
+
     def __init__(self, cfg: MethodConfig,   # the method (validated)
                  backbone: nn.Module,       # (B, C, H, W) -> (B, out_dim), with attribute out_dim
                  num_classes: int = 10,     # classes (CLOP prototypes; SupCon needs labels)
                  n_total: int = 50000,      # training-set size N (L_VRNS's δ = −1/(N−1))
-                 generator: torch.Generator | None = None,  # CLOP prototypes, DirectCLR's fixed projectors
+                 generator: torch.Generator | None = None,  # CLOP prototypes, a queue, DirectCLR's projectors
                 ):
         super().__init__()
+        if cfg.method != self.name:
+            raise ValueError(f"cfg.method is {cfg.method!r}, but {type(self).__name__} is method {self.name!r}")
         self.cfg, self.num_classes, self.n_total = cfg, num_classes, n_total
         self.backbone = backbone
-        self.projector, self.predictor = make_heads(cfg, backbone.out_dim, generator)
-        self.target = None
-        if cfg.method in EMA_METHODS:
-            self.target = nn.ModuleDict(dict(backbone=copy.deepcopy(backbone),
-                                             projector=copy.deepcopy(self.projector)))
-            for p in self.target.parameters(): p.requires_grad_(False)
+        self.projector, self.predictor = self.heads(cfg, backbone.out_dim, generator)
+        self.target = self.make_target()
         self.spec = cfg.grad_scale()
-        self.objective = self._objective(generator)      # the method's loss (MoCo's queue, DINO's centre)
-        if cfg.clop_weight > 0:
-            d = cfg.d0 if cfg.method == 'directclr' else self.projector.out_dim  # the width the loss compares
-            self.register_buffer('prototypes',
-                                 make_prototypes(cfg.clop_prototypes, num_classes, d, generator))
-        self.subset_gen = None
-        if cfg.random_subset:
-            self.subset_gen = torch.Generator().manual_seed(
-                int(torch.randint(0, 2**31, (1,), generator=generator)))
+        self.objective = self.make_objective(cfg, generator)
+        if cfg.clop_weight > 0:          # on the width the loss compares
+            self.register_buffer('prototypes', make_prototypes(cfg.clop_prototypes, num_classes,
+                                                               self.compared_width, generator))
 
-    def _objective(self, generator: torch.Generator | None) -> nn.Module:
-        "The method's loss as a `losses` module, in the conventions the companion trains with."
-        cfg, m, tau = self.cfg, self.cfg.method, self.cfg.resolved('temperature')
-        if m == 'simclr': return InfoNCE(tau, self.spec, cfg.simclr_terms, gather=True)
-        if m == 'dcl': return DCL(tau, self.spec, gather=True)
-        if m == 'directclr': return InfoNCE(tau, gather=True)          # on the sub-vector r[:d0] (forward)
-        if m == 'supcon': return SupCon(tau, gather=True)
-        if m == 'moco_v2':                                      # the queue: drawn after the target, as before
-            return MoCoLoss(tau, cfg.queue_size, self.projector.out_dim, self.spec, gather=True,
-                            generator=generator)
-        if m == 'moco_v3': return MoCoV3Loss(tau, factor=1.0, spec=self.spec, gather=True)  # × τ: _ssl_loss
-        if m == 'byol': return BYOLLoss('mean', self.spec)
-        if m == 'simsiam': return NegativeCosine('mean')
-        if m == 'dino':
-            return DINOLoss(cfg.dino_out, tau, cfg.dino_teacher_temp, cfg.dino_center_momentum, gather=True)
-        if m == 'barlow_twins': return BarlowTwins(cfg.bt_lambda, gather=True)
-        return VICReg(*cfg.vicreg_weights, gather=True)
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None:
+        "Check the values of this method's own `MethodConfig` fields (whichever method `cfg` names)."
+    @classmethod
+    def check_config(cls, cfg: MethodConfig) -> None:
+        "Refuse (before any compute) the mechanisms this method does not take, when `cfg` names it."
+        if cfg.projector != 'default' and not cls.projectors:
+            raise ValueError(f"projector applies to methods {_names('projectors')} (DirectCLR's ablations); "
+                             f"got {cls.name!r}")
+        if cfg.grad_scale().active and not cls.grad_scaling:
+            raise ValueError(f"the margins' gradient scaling applies to {_names('grad_scaling', False)} "
+                             f"(the margins paper's); got {cls.name!r}")
+        if cfg.vrns_weight > 0 and not cls.contrastive:
+            raise ValueError(f"vrns_weight applies to the contrastive methods "
+                             f"{tuple(n for n, c in _REGISTRY.items() if c.contrastive)}; got {cls.name!r}")
 
+    @classmethod
+    def heads(cls, cfg: MethodConfig, feat_dim: int, generator: torch.Generator | None = None) -> tuple:
+        "Projector and predictor (or None): published sizes, cfg.head_width / head_out, or an ablation projector."
+        if cfg.projector not in ('default', 'mlp2'):
+            return _ablation_projector(cfg, cfg.projector, feat_dim, generator), None
+        layers, hidden, out, last_bn = cls.published['proj']
+        hidden, out = cfg.head_width or hidden, cfg.head_out or out
+        proj = mlp(feat_dim, hidden, out, n_layers=layers, last_bn=last_bn)
+        if cls.published['pred'] is None: return proj, None
+        return proj, mlp(out, cls.predictor_hidden(cfg), out, n_layers=2)
+    @classmethod
+    def predictor_hidden(cls, cfg: MethodConfig) -> int:
+        "The predictor's hidden width: published, or cfg.head_width."
+        return cfg.head_width or cls.published['pred'][0]
+
+    def make_target(self) -> nn.Module | None: return None         # EMAMethod: the momentum encoder
+    def make_objective(self, cfg: MethodConfig, generator: torch.Generator | None) -> nn.Module:
+        raise NotImplementedError(f'{type(self).__name__} must define make_objective')
+    def networks(self, views: list[Tensor], z1: Tensor, z2: Tensor) -> dict[str, Tensor]: return {}
+    def loss(self, z1: Tensor, z2: Tensor, labels: Tensor | None, **net) -> Tensor:
+        raise NotImplementedError(f'{type(self).__name__} must define loss')
+    def compared(self, z1: Tensor, z2: Tensor) -> tuple[Tensor, Tensor]: return z1, z2   # DirectCLR: r[:d0]
     @property
-    def ema_schedule(self) -> str: return 'constant' if self.cfg.method == 'moco_v2' else 'cosine'
-
+    def compared_width(self) -> int: return self.projector.out_dim   # the width the loss compares
     @torch.no_grad()
-    def momentum_update(self, progress: float) -> float:
-        "EMA of the online backbone and projector into the target (outside autograd); returns the momentum used."
-        if self.target is None: return float('nan')
-        m = ema_momentum(self.cfg.resolved('ema'), progress, self.ema_schedule)
-        online = list(self.backbone.parameters()) + list(self.projector.parameters())
-        torch._foreach_lerp_(list(self.target.parameters()), online, 1 - m)
-        return m
+    def momentum_update(self, progress: float) -> float: return float('nan')  # EMAMethod: the EMA step
+    def sync_target(self) -> None: pass       # EMAMethod: copy the online networks (after cut-initialization)
+    def generators(self) -> dict[str, torch.Generator]: return {}   # its own random streams (checkpoints)
 
     def embed(self, x: Tensor) -> tuple[Tensor, Tensor]:
         "Online representation r = backbone(x) and embedding z = projector(r), (B, ·) each."
         r = self.backbone(x)
         return r, self.projector(r)
 
-    @torch.no_grad()
-    def sync_target(self) -> None:
-        "Copy the online backbone and projector into the target (after cut-initialization changed them)."
-        if self.target is None: return
-        self.target['backbone'].load_state_dict(self.backbone.state_dict())
-        self.target['projector'].load_state_dict(self.projector.state_dict())
-
-    def generators(self) -> dict[str, torch.Generator]:
-        "The method's own random streams (saved in checkpoints)."
-        return {} if self.subset_gen is None else {'subset': self.subset_gen}
-
-    def _target_embed(self, x: Tensor) -> Tensor:
-        with torch.no_grad(): return self.target['projector'](self.target['backbone'](x))
-
-    def _networks(self, views: list[Tensor], z1: Tensor, z2: Tensor) -> dict[str, Tensor]:
-        "Every other network output the loss needs: predictions, target keys, the teacher (under autocast)."
-        out = {}
-        if self.predictor is not None: out['p1'], out['p2'] = self.predictor(z1), self.predictor(z2)
-        if self.target is not None:
-            out['t1'], out['t2'] = self._target_embed(views[0]), self._target_embed(views[1])
-        return out
-
     def forward(self, views: list[Tensor],        # augmented views, (B, C, H, W) each (two)
                 labels: Tensor | None = None,     # (B,) class index, −1 where unlabelled (CLOP, SupCon)
                ) -> MethodOutput:
         "The method's loss on one batch of two views, with its terms, representations and embeddings."
-        cfg, m = self.cfg, self.cfg.method
-        if len(views) != 2:
-            raise ValueError(f'views must be a list of two augmented batches; got {len(views)}')
+        cfg = self.cfg
+        if len(views) != 2: raise ValueError(f'views must be a list of two augmented batches; got {len(views)}')
+        if (self.needs_labels or cfg.clop_weight > 0) and labels is None:
+            raise ValueError(f"labels are needed by method {self.name!r}"
+                             f"{' with clop_weight > 0' if not self.needs_labels else ''}")
         n = views[0].shape[0]
-        if (m == 'supcon' or cfg.clop_weight > 0) and labels is None:
-            raise ValueError(
-                f"labels are needed by method {m!r}{' with clop_weight > 0' if m != 'supcon' else ''}")
         r = self.backbone(torch.cat(views))                                   # (2B, feat)
         z = self.projector(r)                                                 # (2B, d)
         r1, r2, z1, z2 = *r.split(n), *z.split(n)
-        net = self._networks(views, z1, z2)
+        net = self.networks(views, z1, z2)                                    # under the step's autocast
         with torch.autocast(z.device.type, enabled=False):  # similarities and statistics in fp32
-            z1, z2 = upcast(z1), upcast(z2)
-            net = {k: upcast(v) for k, v in net.items()}
-            if m == 'directclr': z1, z2 = subvector([z1, z2], cfg.d0, self.subset_gen)
-            terms = {'ssl': self._ssl_loss(z1, z2, net, labels)}
+            z1, z2 = self.compared(upcast(z1), upcast(z2))
+            terms = {'ssl': self.loss(z1, z2, labels, **{k: upcast(v) for k, v in net.items()})}
             loss = terms['ssl']
             if cfg.vrns_weight > 0:
                 terms['vrns'] = vrns_loss(gather_with_grad(z1), gather_with_grad(z2), self.n_total)
@@ -330,15 +304,252 @@ class SSLMethod(nn.Module):
                 loss = loss + cfg.clop_weight * terms['clop']
         return MethodOutput(loss, {k: v.detach() for k, v in terms.items()}, (r1, r2), (z1, z2))
 
-    def _ssl_loss(self, z1: Tensor, z2: Tensor, net: dict, labels: Tensor | None) -> Tensor:
-        "The method's own loss (fp32) from the embeddings and the other network outputs."
-        m, o = self.cfg.method, self.objective
-        if m in ('simclr', 'dcl', 'directclr', 'supcon', 'barlow_twins', 'vicreg'): return o(z1, z2, labels)
-        if m == 'moco_v2':            # both directions see this step's queue (symmetrized), then both keys go in
-            loss = (o(z1, net['t2'], update=False) + o(z2, net['t1'], update=False)) / 2
-            o.bank.enqueue(torch.cat([F.normalize(net['t1'], dim=-1), F.normalize(net['t2'], dim=-1)]))
-            return loss
-        if m == 'moco_v3': return o.temperature * (o(net['p1'], net['t2']) + o(net['p2'], net['t1']))
-        if m == 'byol': return o([net['p1'], net['p2']], [net['t2'], net['t1']])
-        if m == 'simsiam': return o([net['p1'], net['p2']], [z2.detach(), z1.detach()])
-        return o([z1, z2], [net['t1'], net['t2']])               # dino: student, teacher; the centre moves
+def _ablation_projector(cfg: MethodConfig, kind: str, feat_dim: int,
+                        generator: torch.Generator | None) -> nn.Module:
+    "One of DirectCLR's ablation projectors (`models.make_projector`) at cfg's sizes."
+    return make_projector(kind, feat_dim, out_dim=cfg.head_out if kind in ('mlp2', 'linear') else None,
+                          hidden_dim=cfg.head_width if kind == 'mlp2' else None,
+                          rank=cfg.d0 if kind in ('lowrank_fixed', 'lowrank_diag_fixed') else None,
+                          generator=generator)
+
+# %% ../nbs/library/16_methods.ipynb #a2809aba
+class EMAMethod(SSLMethod):
+    "A method with a momentum encoder: `target` is a copy of backbone and projector that only the EMA moves."
+    published = dict(proj=(2, 2048, 128, False), pred=None, temperature=None, ema=0.996)
+
+    def make_target(self) -> nn.Module:
+        target = nn.ModuleDict(dict(backbone=copy.deepcopy(self.backbone),
+                                    projector=copy.deepcopy(self.projector)))
+        for p in target.parameters(): p.requires_grad_(False)       # never the optimizer's
+        return target
+
+    def momentum_embed(self, x: Tensor) -> Tensor:  # (B, C, H, W) -> (B, d)
+        "The target's embedding of `x`; call it under `torch.no_grad()` (the stop-gradient)."
+        return self.target['projector'](self.target['backbone'](x))
+
+    @torch.no_grad()
+    def momentum_update(self, progress: float) -> float:
+        "EMA ξ ← m·ξ + (1 − m)·θ of the online backbone and projector into the target; returns m."
+        m = ema_momentum(self.cfg.resolved('ema'), progress, self.ema_schedule)
+        online = list(self.backbone.parameters()) + list(self.projector.parameters())
+        torch._foreach_lerp_(list(self.target.parameters()), online, 1 - m)
+        return m
+
+    @torch.no_grad()
+    def sync_target(self) -> None:
+        "Copy the online backbone and projector into the target (after cut-initialization changed them)."
+        self.target['backbone'].load_state_dict(self.backbone.state_dict())
+        self.target['projector'].load_state_dict(self.projector.state_dict())
+
+# %% ../nbs/library/16_methods.ipynb #07c76007
+SIMCLR_TERMS = TERMS   # 'both', 'attraction', 'repulsion' (pitfalls Fig. 3)
+
+@register_method
+class SimCLR(SSLMethod):
+    "SimCLR (Chen et al. 2020): NT-Xent of each view against the other, 2N − 2 negatives; pitfalls' term split."
+    name, contrastive, grad_scaling, projectors = 'simclr', True, True, True
+    published = dict(proj=(2, 2048, 128, False), pred=None, temperature=0.5, ema=None)
+    options = ('simclr_terms',)   # 'both', or pitfalls' attraction / repulsion only
+
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None:
+        check_choice('simclr_terms', cfg.simclr_terms, SIMCLR_TERMS)
+        if cfg.simclr_terms != 'both' and cfg.method != cls.name:
+            raise ValueError("simclr_terms applies to method 'simclr' only")
+    @classmethod
+    def check_config(cls, cfg: MethodConfig) -> None:
+        super().check_config(cfg)
+        if cfg.grad_scale().active and cfg.simclr_terms != 'both':
+            raise ValueError('the margins options and simclr_terms cannot be combined')
+
+    def make_objective(self, cfg, generator):
+        return InfoNCE(cfg.resolved('temperature'), self.spec, cfg.simclr_terms, gather=True)
+    def loss(self, z1, z2, labels):
+        return self.objective(z1, z2)              # both directions, negatives from every process
+
+# %% ../nbs/library/16_methods.ipynb #2e9e77f9
+@register_method
+class DCLMethod(SSLMethod):
+    "DCL (Yeh et al. 2022): SimCLR without the positive in the denominator."
+    name, contrastive, projectors = 'dcl', True, True
+    published = dict(proj=(2, 2048, 128, False), pred=None, temperature=0.5, ema=None)   # τ as SimCLR
+
+    def make_objective(self, cfg, generator): return DCL(cfg.resolved('temperature'), self.spec, gather=True)
+    def loss(self, z1, z2, labels): return self.objective(z1, z2)
+
+# %% ../nbs/library/16_methods.ipynb #56911268
+@register_method
+class SupConMethod(SSLMethod):
+    "SupCon (Khosla et al. 2020, L_out): every labelled embedding of the same class is a positive."
+    name, contrastive, needs_labels = 'supcon', True, True
+    published = dict(proj=(2, 2048, 128, False), pred=None, temperature=0.1, ema=None)
+
+    def make_objective(self, cfg, generator): return SupCon(cfg.resolved('temperature'), gather=True)
+    def loss(self, z1, z2, labels): return self.objective(z1, z2, labels)   # −1: its other view only
+
+# %% ../nbs/library/16_methods.ipynb #9261e26c
+@register_method
+class MoCoV2(EMAMethod):
+    "MoCo v2 (Chen et al. 2020): queries against the momentum encoder's key and a queue of past keys."
+    name, contrastive, grad_scaling, ema_schedule = 'moco_v2', True, True, 'constant'
+    published = dict(proj=(2, 2048, 128, False), pred=None, temperature=0.2, ema=0.999)
+    options = ('queue_size',)
+
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None: _check_int_field('queue_size', cfg.queue_size)
+
+    def make_objective(self, cfg, generator):     # the queue: drawn after the target
+        return MoCoLoss(cfg.resolved('temperature'), cfg.queue_size, self.projector.out_dim, self.spec,
+                        gather=True, generator=generator)
+    def networks(self, views, z1, z2):
+        with torch.no_grad(): return dict(t1=self.momentum_embed(views[0]), t2=self.momentum_embed(views[1]))
+    def loss(self, z1, z2, labels, t1, t2):
+        o = self.objective      # both directions see this step's queue (symmetrized), then both keys go in
+        loss = (o(z1, t2, update=False) + o(z2, t1, update=False)) / 2
+        o.bank.enqueue(torch.cat([F.normalize(t1, dim=-1), F.normalize(t2, dim=-1)]))
+        return loss
+
+# %% ../nbs/library/16_methods.ipynb #0b07df5c
+@register_method
+class MoCoV3(EMAMethod):
+    "MoCo v3 (Chen, Xie, He 2021): predictions against the other view's momentum keys, τ·(CE₁ + CE₂)."
+    name, contrastive, grad_scaling = 'moco_v3', True, True
+    published = dict(proj=(3, 4096, 256, True), pred=(4096, 256), temperature=1.0, ema=0.99)
+
+    def make_objective(self, cfg, generator):     # × τ in loss (the official code: 2τ)
+        return MoCoV3Loss(cfg.resolved('temperature'), factor=1.0, spec=self.spec, gather=True)
+    def networks(self, views, z1, z2):
+        p1, p2 = self.predictor(z1), self.predictor(z2)
+        with torch.no_grad(): t1, t2 = self.momentum_embed(views[0]), self.momentum_embed(views[1])
+        return dict(p1=p1, p2=p2, t1=t1, t2=t2)
+    def loss(self, z1, z2, labels, p1, p2, t1, t2):
+        return self.objective.temperature * (self.objective(p1, t2) + self.objective(p2, t1))
+
+# %% ../nbs/library/16_methods.ipynb #d1964d77
+@register_method
+class BYOL(EMAMethod):
+    "BYOL (Grill et al. 2020): the online prediction regresses the target's embedding of the other view."
+    name, grad_scaling = 'byol', True
+    published = dict(proj=(2, 4096, 256, False), pred=(4096, 256), temperature=None, ema=0.996)
+
+    def make_objective(self, cfg, generator): return BYOLLoss('mean', self.spec)   # the two directions' mean
+    def networks(self, views, z1, z2):
+        p1, p2 = self.predictor(z1), self.predictor(z2)
+        with torch.no_grad(): t1, t2 = self.momentum_embed(views[0]), self.momentum_embed(views[1])
+        return dict(p1=p1, p2=p2, t1=t1, t2=t2)
+    def loss(self, z1, z2, labels, p1, p2, t1, t2): return self.objective([p1, p2], [t2, t1])
+
+# %% ../nbs/library/16_methods.ipynb #b6e9b83f
+@register_method
+class SimSiam(SSLMethod):
+    "SimSiam (Chen & He 2021): the prediction of each view against the other's embedding, stop-gradient."
+    name = 'simsiam'
+    published = dict(proj=(3, 2048, 2048, True), pred=(512, 2048), temperature=None, ema=None)
+
+    @classmethod
+    def predictor_hidden(cls, cfg):               # a bottleneck: a quarter of the width (512 of 2048)
+        return cls.published['pred'][0] if cfg.head_width is None else max(1, cfg.head_width // 4)
+    def make_objective(self, cfg, generator): return NegativeCosine('mean')
+    def networks(self, views, z1, z2): return dict(p1=self.predictor(z1), p2=self.predictor(z2))
+    def loss(self, z1, z2, labels, p1, p2):
+        return self.objective([p1, p2], [z2.detach(), z1.detach()])      # stop-gradient on the targets
+
+# %% ../nbs/library/16_methods.ipynb #1dbba352
+@register_method
+class DINO(EMAMethod):
+    "DINO (Caron et al. 2021): the centred, sharpened teacher's distribution taught to the student, cross-view."
+    name = 'dino'
+    published = dict(proj=(3, 2048, 256, False), pred=None, temperature=0.1, ema=0.996)
+    options = ('dino_out', 'dino_teacher_temp', 'dino_center_momentum')   # K, τ_t, the centre's momentum
+
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None:
+        _check_int_field('dino_out', cfg.dino_out)
+        _check_float_field('dino_teacher_temp', cfg.dino_teacher_temp, strict=True)
+        _check_fraction('dino_center_momentum', cfg.dino_center_momentum)
+    @classmethod
+    def heads(cls, cfg, feat_dim, generator=None):    # MLP → ℓ2 bottleneck → K prototypes
+        _, hidden, out, _ = cls.published['proj']
+        return DinoHead(feat_dim, cfg.head_width or hidden, cfg.head_out or out, cfg.dino_out), None
+
+    def make_objective(self, cfg, generator):        # keeps the teacher's centre (a buffer)
+        return DINOLoss(cfg.dino_out, cfg.resolved('temperature'), cfg.dino_teacher_temp,
+                        cfg.dino_center_momentum, gather=True)
+    def networks(self, views, z1, z2):
+        with torch.no_grad(): return dict(t1=self.momentum_embed(views[0]), t2=self.momentum_embed(views[1]))
+    def loss(self, z1, z2, labels, t1, t2):
+        return self.objective([z1, z2], [t1, t2])       # student, teacher; then the centre moves
+
+# %% ../nbs/library/16_methods.ipynb #cb28e9f8
+@register_method
+class BarlowTwinsMethod(SSLMethod):
+    "Barlow Twins (Zbontar et al. 2021): the two views' cross-correlation matrix pulled to the identity."
+    name = 'barlow_twins'
+    published = dict(proj=(3, 8192, 8192, False), pred=None, temperature=None, ema=None)
+    options = ('bt_lambda',)   # the off-diagonal weight λ
+
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None: _check_float_field('bt_lambda', cfg.bt_lambda)
+    def make_objective(self, cfg, generator): return BarlowTwins(cfg.bt_lambda, gather=True)
+    def loss(self, z1, z2, labels): return self.objective(z1, z2)   # statistics of the gathered batch
+
+# %% ../nbs/library/16_methods.ipynb #ec5a5c23
+@register_method
+class VICRegMethod(SSLMethod):
+    "VICReg (Bardes et al. 2022): invariance + variance + covariance of the two views' embeddings."
+    name = 'vicreg'
+    published = dict(proj=(3, 8192, 8192, False), pred=None, temperature=None, ema=None)
+    options = ('vicreg_weights',)   # invariance, variance, covariance
+
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None:
+        vw = cfg.vicreg_weights
+        if not (isinstance(vw, (tuple, list)) and len(vw) == 3):
+            raise ValueError(f"vicreg_weights must be three non-negative numbers (invariance, variance, "
+                             f"covariance); got {vw!r}")
+        for v in vw: check_positive('vicreg_weights', v, strict=False)
+    def make_objective(self, cfg, generator): return VICReg(*cfg.vicreg_weights, gather=True)
+    def loss(self, z1, z2, labels): return self.objective(z1, z2)
+
+# %% ../nbs/library/16_methods.ipynb #3b9e8f9c
+@register_method
+class DirectCLR(SSLMethod):
+    "DirectCLR (Jing et al. 2022): NT-Xent on the sub-vector r[:d0] of the representation, no projector."
+    name, contrastive, projectors = 'directclr', True, True
+    published = dict(proj=None, pred=None, temperature=0.5, ema=None)
+    options = ('d0', 'random_subset')   # the sub-vector's size; a random d0-subset each step instead of r[:d0]
+
+    def __init__(self, cfg, backbone, num_classes=10, n_total=50000, generator=None):
+        super().__init__(cfg, backbone, num_classes, n_total, generator)
+        self.subset_gen = None   # the random subsets' own stream (in checkpoints), drawn after the prototypes
+        if cfg.random_subset:
+            seed = int(torch.randint(0, 2**31, (1,), generator=generator))
+            self.subset_gen = torch.Generator().manual_seed(seed)
+
+    @classmethod
+    def check_options(cls, cfg: MethodConfig) -> None:
+        _check_bool_field('random_subset', cfg.random_subset)
+        if cfg.random_subset and cfg.method != cls.name:
+            raise ValueError("random_subset applies to method 'directclr' only")
+    @classmethod
+    def check_config(cls, cfg: MethodConfig) -> None:
+        if cfg.d0 is None: raise ValueError('d0 must be set for method directclr (the sub-vector size)')
+        super().check_config(cfg)
+    @classmethod
+    def heads(cls, cfg, feat_dim, generator=None):   # none (r itself), or one of the paper's ablations
+        kind = 'none' if cfg.projector == 'default' else cfg.projector
+        return _ablation_projector(cfg, kind, feat_dim, generator), None
+
+    def make_objective(self, cfg, generator): return InfoNCE(cfg.resolved('temperature'), gather=True)
+    def compared(self, z1, z2): return tuple(subvector([z1, z2], self.cfg.d0, self.subset_gen))   # (B, d0) each
+    @property
+    def compared_width(self) -> int: return self.cfg.d0
+    def generators(self): return {} if self.subset_gen is None else {'subset': self.subset_gen}
+    def loss(self, z1, z2, labels): return self.objective(z1, z2)
+
+# %% ../nbs/library/16_methods.ipynb #72518401
+METHODS = tuple(_REGISTRY)   # the eleven methods of the package (`register_method` adds to the registry)
+CONTRASTIVE = tuple(n for n in METHODS if _REGISTRY[n].contrastive)                 # losses with negatives
+EMA_METHODS = tuple(n for n in METHODS if issubclass(_REGISTRY[n], EMAMethod))      # a target updated by EMA
+# method -> projector (layers, hidden, out, last BN), predictor (hidden, out) or None, temperature, EMA base
+PUBLISHED = {n: _REGISTRY[n].published for n in METHODS}

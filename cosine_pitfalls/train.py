@@ -589,22 +589,26 @@ def check_data(cfg: TrainConfig, num_classes: int, n_train: int, world: int = 1)
 @dataclass
 class _RunState:
     "Everything one run carries between its parts: data, model, optimizer, random streams, progress."
-    cfg: TrainConfig; data: object; model: SSLMethod; net: nn.Module; opt: torch.optim.Optimizer; gens: dict
+    cfg: TrainConfig; data: object; model: SSLMethod; net: nn.Module; opt: torch.optim.Optimizer
+    generators: dict                   # the run's random streams by name: data, aug (and the method's own)
     known: Tensor; y_train: Tensor; rank: int; world: int; dev: torch.device; out: Path | None
-    G: int; spe: int; total: int; preset: str; dclean: Tensor; dviews: list; ch: DeviceChoices
+    global_batch: int                  # images per step over all processes
+    steps_per_epoch: int; total_steps: int; aug_preset: str
+    diag_images: Tensor; diag_views: list  # the diagnostics' fixed images (clean) and their two fixed views
+    choices: DeviceChoices             # autocast, channels-last, compile, sync-free views, data on the device
     history: list = dataclasses.field(default_factory=list)
     start: int = 0; status: str = 'ok'; status_epoch: int | None = None; train_s: float = 0.0
 
     @property
     def cuda(self) -> bool: return self.dev.type == 'cuda'
     @property
-    def amp(self) -> str | None: return self.ch.autocast      # the autocast device type, None: fp32
+    def amp(self) -> str | None: return self.choices.autocast      # the autocast device type, None: fp32
 
 def _ddp(model: SSLMethod, cfg: TrainConfig, dev: torch.device) -> nn.Module:
     "DDP around the model: SyncBN for contrastive methods on CUDA; the queue, centre, prototypes not broadcast."
     from torch.nn.parallel import DistributedDataParallel as DDP
     cuda = dev.type == 'cuda'
-    net = nn.SyncBatchNorm.convert_sync_batchnorm(model) if cuda and cfg.method in CONTRASTIVE else model
+    net = nn.SyncBatchNorm.convert_sync_batchnorm(model) if cuda and model.contrastive else model
     # every rank updates these buffers alike (keys and statistics are gathered): re-sending them is waste
     same = [n for n, _ in net.named_buffers() if n.split('.')[-1] in ('queue', 'queue_ptr', 'center', 'prototypes')]
     DDP._set_params_and_buffers_to_ignore_for_model(net, same)
@@ -612,8 +616,8 @@ def _ddp(model: SSLMethod, cfg: TrainConfig, dev: torch.device) -> nn.Module:
 
 def _setup(cfg, data, rank, world, dev, out, choices=None) -> _RunState:
     "Data (on the device, or the CPU), the seeded model (DDP under torchrun), optimizer, random streams, diagnostics' images."
-    ch = choices or device_choices(cfg, dev)
-    home = dev if ch.data_on_device else torch.device('cpu')
+    choices = choices or device_choices(cfg, dev)
+    home = dev if choices.data_on_device else torch.device('cpu')
     if data is None:
         data = load_dataset(cfg.dataset, cfg.data_root, download=cfg.download, image_size=cfg.image_size,
                             channels=_channels(cfg), path=cfg.data_path, device=home)
@@ -624,24 +628,24 @@ def _setup(cfg, data, rank, world, dev, out, choices=None) -> _RunState:
     check_data(cfg, data.num_classes, len(data.train_x), world)          # before the model is built
     random.seed(cfg.seed); np.random.seed(cfg.seed % 2**32)
     model = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1]).to(dev)
-    if ch.channels_last: model = model.to(memory_format=torch.channels_last)
+    if choices.channels_last: model = model.to(memory_format=torch.channels_last)
     net = _ddp(model, cfg, dev) if world > 1 else model
-    gens = dict(data=torch.Generator().manual_seed(derive_seed(cfg.seed, 'data')),
-                aug=torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'aug', rank)),
-                **model.generators())
+    generators = dict(data=torch.Generator().manual_seed(derive_seed(cfg.seed, 'data')),
+                      aug=torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'aug', rank)),
+                      **model.generators())
     known = labelled_mask(data.train_y.cpu(), cfg.label_frac,
                           torch.Generator().manual_seed(derive_seed(cfg.seed, 'labels')))
     y_dev = data.train_y.to(dev)
     y_train = torch.where(known.to(dev), y_dev, torch.full_like(y_dev, -1))
-    G, N = cfg.batch_size * world, len(data.train_x)
-    spe = N // G if not cfg.steps_per_epoch else min(cfg.steps_per_epoch, N // G)
-    didx = torch.randperm(N, generator=torch.Generator().manual_seed(derive_seed(cfg.seed, 'diag')))
-    dx = data.train_x[didx[:min(cfg.diag_samples, N)].to(home)].to(dev)
-    dgen = torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'diag'))
-    dviews = make_views(dx, cfg.preset(), dgen, data.mean, data.std, ch.sync_free)
-    return _RunState(cfg, data, model, net, make_optimizer(model, cfg), gens, known, y_train, rank, world,
-                     dev, out, G, spe, cfg.epochs * spe, cfg.preset(), eval_images(dx, data.mean, data.std),
-                     dviews, ch)
+    global_batch, N = cfg.batch_size * world, len(data.train_x)
+    steps = N // global_batch if not cfg.steps_per_epoch else min(cfg.steps_per_epoch, N // global_batch)
+    diag_idx = torch.randperm(N, generator=torch.Generator().manual_seed(derive_seed(cfg.seed, 'diag')))
+    diag_x = data.train_x[diag_idx[:min(cfg.diag_samples, N)].to(home)].to(dev)
+    diag_gen = torch.Generator(device=dev).manual_seed(derive_seed(cfg.seed, 'diag'))
+    diag_views = make_views(diag_x, cfg.preset(), diag_gen, data.mean, data.std, choices.sync_free)
+    return _RunState(cfg, data, model, net, make_optimizer(model, cfg), generators, known, y_train, rank, world,
+                     dev, out, global_batch, steps, cfg.epochs * steps, cfg.preset(),
+                     eval_images(diag_x, data.mean, data.std), diag_views, choices)
 
 # %% ../nbs/library/17_train.ipynb #faf39e62
 def _resume(r: _RunState) -> None:
@@ -651,22 +655,22 @@ def _resume(r: _RunState) -> None:
     if st.get('run_id') != r.cfg.run_id(): return    # train() has refused a folder of another run
     r.model.load_state_dict(st['model']); r.opt.load_state_dict(st['optimizer'])  # both move to the device
     own = r.out/f'rng.rank{r.rank}.pt'                    # under torchrun each process has its own streams
-    set_rng_state(r.gens, st['rng'] if r.rank == 0 or not own.exists() else read_checkpoint(own))
+    set_rng_state(r.generators, st['rng'] if r.rank == 0 or not own.exists() else read_checkpoint(own))
     r.history, r.start = st['history'], st['epoch']
     r.status, r.status_epoch, r.train_s = st['status'], st['status_epoch'], st['train_s']
 
 def _save(r: _RunState, epoch: int) -> None:
     "Write the checkpoint after `epoch` (process 0), or this process's random streams (the others)."
-    if r.rank > 0: save_checkpoint(r.out/f'rng.rank{r.rank}.pt', rng_state(r.gens)); return
+    if r.rank > 0: save_checkpoint(r.out/f'rng.rank{r.rank}.pt', rng_state(r.generators)); return
     meta = dict(num_classes=r.data.num_classes, n_total=len(r.data.train_x), channels=r.data.train_x.shape[1])
     save_checkpoint(r.out/CHECKPOINT, dict(run_id=r.cfg.run_id(), model=r.model.state_dict(),
-                                          optimizer=r.opt.state_dict(), meta=meta, rng=rng_state(r.gens),
+                                          optimizer=r.opt.state_dict(), meta=meta, rng=rng_state(r.generators),
                                           history=r.history, epoch=epoch, status=r.status,
                                           status_epoch=r.status_epoch, train_s=r.train_s))
 
 def _measure(r: _RunState, rec: dict, eval_now: bool) -> dict:
     "Add the diagnostics (and the kNN when `eval_now`) to an epoch's record."
-    d = diagnostics(r.model, r.dclean, r.dviews, r.cfg.diag_keep)
+    d = diagnostics(r.model, r.diag_images, r.diag_views, r.cfg.diag_keep)
     rec.update({k: (v.tolist() if v.dim() else float(v)) for k, v in d.items()})
     if eval_now: rec.update(evaluate(r.model, r.data, r.cfg, autocast=r.amp))
     return rec
@@ -674,35 +678,35 @@ def _measure(r: _RunState, rec: dict, eval_now: bool) -> dict:
 # %% ../nbs/library/17_train.ipynb #18476994
 def _epoch(r: _RunState, epoch: int, bar) -> dict:
     "Train one epoch (every step: views on the device, lr, loss, step, EMA); its record, diagnostics and status."
-    cfg, data, G = r.cfg, r.data, r.G
-    perm = torch.randperm(len(data.train_x), generator=r.gens['data'])
+    cfg, data, batch = r.cfg, r.data, r.global_batch        # images per step, all processes
+    perm = torch.randperm(len(data.train_x), generator=r.generators['data'])
     home = data.train_x.device                               # the device, or the CPU (pinned on CUDA)
     perm, perm_d = perm.to(home), perm.to(r.dev)
     sums, step_losses = {}, []; t0 = time.perf_counter()
-    for s in range(r.spe):
-        step = epoch * r.spe + s
-        rows = slice(s * G + r.rank * cfg.batch_size, s * G + (r.rank + 1) * cfg.batch_size)
+    for s in range(r.steps_per_epoch):
+        step = epoch * r.steps_per_epoch + s
+        rows = slice(s * batch + r.rank * cfg.batch_size, s * batch + (r.rank + 1) * cfg.batch_size)
         x = data.train_x[perm[rows]]
         if x.device.type != r.dev.type: x = (x.pin_memory() if r.cuda else x).to(r.dev, non_blocking=True)
-        views = make_views(x, r.preset, r.gens['aug'], data.mean, data.std, r.ch.sync_free)
-        if r.ch.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
-        lr = lr_at(step, r.total, r.spe, cfg, r.world)
+        views = make_views(x, r.aug_preset, r.generators['aug'], data.mean, data.std, r.choices.sync_free)
+        if r.choices.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
+        lr = lr_at(step, r.total_steps, r.steps_per_epoch, cfg, r.world)
         for g in r.opt.param_groups: g['lr'] = lr
-        with torch.autocast(r.ch.autocast or 'cpu', torch.bfloat16, enabled=r.ch.autocast is not None):
+        with torch.autocast(r.choices.autocast or 'cpu', torch.bfloat16, enabled=r.choices.autocast is not None):
             o = r.net(views, r.y_train[perm_d[rows]])
         r.opt.zero_grad(set_to_none=True)
         o.loss.backward()
         if cfg.grad_clip: nn.utils.clip_grad_norm_(r.model.parameters(), cfg.grad_clip)
         r.opt.step()
-        mom = r.model.momentum_update((step + 1) / r.total)
+        mom = r.model.momentum_update((step + 1) / r.total_steps)
         for k, v in {'loss': o.loss.detach(), **o.terms}.items(): sums[k] = sums.get(k, 0) + v.float()
         step_losses.append(o.loss.detach().float())
         bar.update(1)
     if r.cuda: torch.cuda.synchronize(r.dev)
     epoch_s = time.perf_counter() - t0; r.train_s += epoch_s
-    rec = dict(epoch=epoch + 1, lr=lr, ema_momentum=mom, **{k: float(v) / r.spe for k, v in sums.items()},
+    rec = dict(epoch=epoch + 1, lr=lr, ema_momentum=mom, **{k: float(v) / r.steps_per_epoch for k, v in sums.items()},
                step_loss=torch.stack(step_losses).tolist(), epoch_seconds=epoch_s,
-               epoch_images_per_second=r.spe * G / epoch_s)
+               epoch_images_per_second=r.steps_per_epoch * batch / epoch_s)
     if not math.isfinite(rec['loss']): r.status, r.status_epoch = 'diverged', epoch + 1
     else:
         last = epoch + 1 == cfg.epochs  # the last epoch's kNN comes with the final evaluation
@@ -713,14 +717,14 @@ def _epoch(r: _RunState, epoch: int, bar) -> dict:
     return rec
 
 # %% ../nbs/library/17_train.ipynb #ee4ac05f
-def run_environment(dev: torch.device, ch: DeviceChoices) -> dict:
+def run_environment(dev: torch.device, choices: DeviceChoices) -> dict:
     "What a run ran on: versions (torch, CUDA, cuDNN; None on the CPU), the device, precision, layout, compile."
     cuda = dev.type == 'cuda'
     return dict(torch_version=str(torch.__version__), cuda_version=torch.version.cuda if cuda else None,
                 cudnn_version=torch.backends.cudnn.version() if cuda else None,
                 device=torch.cuda.get_device_name(dev) if cuda else f'cpu ({os.cpu_count()} cores)',
-                precision=f'bf16 autocast ({ch.autocast})' if ch.autocast else 'fp32',
-                channels_last=int(ch.channels_last), compiled=int(bool(ch.compile)))   # netCDF: no booleans
+                precision=f'bf16 autocast ({choices.autocast})' if choices.autocast else 'fp32',
+                channels_last=int(choices.channels_last), compiled=int(bool(choices.compile)))   # netCDF: no booleans
 
 def _finish(r: _RunState) -> xr.Dataset:
     "The final kNN (and probe), the run's outcome in attrs, its files written (process 0)."
@@ -729,10 +733,10 @@ def _finish(r: _RunState) -> xr.Dataset:
         final = evaluate(r.model, r.data, cfg, probe=cfg.linear_probe, autocast=r.amp,
                          known=r.known if cfg.probe_labels == 'known' else None)
         r.history[-1].update({k: v for k, v in final.items() if k.startswith('knn')})
-    done_steps = sum(h['epoch'] > 0 for h in r.history) * r.spe
+    done_steps = sum(h['epoch'] > 0 for h in r.history) * r.steps_per_epoch
     attrs = dict(status=r.status, status_epoch=r.status_epoch if r.status_epoch is not None else -1,
-                 world_size=r.world, **run_environment(r.dev, r.ch), train_seconds=round(r.train_s, 3),
-                 images_per_second=round(done_steps * r.G / max(r.train_s, 1e-9), 1), source=r.data.source,
+                 world_size=r.world, **run_environment(r.dev, r.choices), train_seconds=round(r.train_s, 3),
+                 images_per_second=round(done_steps * r.global_batch / max(r.train_s, 1e-9), 1), source=r.data.source,
                  created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
                  **{f'final_{k}': v for k, v in final.items()})
     ds = history_dataset(r.history, cfg, attrs)
@@ -745,14 +749,14 @@ def _finish(r: _RunState) -> xr.Dataset:
 def _train(cfg, data, rank, world, dev, out, stop_after=None, choices=None):
     r = _setup(cfg, data, rank, world, dev, out, choices)
     _resume(r)
-    bar = tqdm(total=r.total, initial=r.start * r.spe, desc=f'{cfg.method} {cfg.dataset}', unit='step',
+    bar = tqdm(total=r.total_steps, initial=r.start * r.steps_per_epoch, desc=f'{cfg.method} {cfg.dataset}', unit='step',
                mininterval=2, disable=not (cfg.show_progress and rank == 0), leave=False)
     if r.start == 0 and not r.history and cfg.record_init:            # epoch 0: the untrained network
-        calibrate_bn(r.model, r.dclean)  # its own BN statistics, not the defaults
+        calibrate_bn(r.model, r.diag_images)  # its own BN statistics, not the defaults
         r.history.append(_measure(r, dict(epoch=0), bool(cfg.eval_every) and rank == 0))
     # compiled after the epoch-0 record: calibrate_bn's momentum=None would break the graph in every BN
-    if r.ch.compile:
-        r.model.backbone.compile(**({} if r.ch.compile is True else dict(backend=r.ch.compile)))
+    if r.choices.compile:
+        r.model.backbone.compile(**({} if r.choices.compile is True else dict(backend=r.choices.compile)))
     last_knn = next((h['knn_top1'] for h in reversed(r.history) if 'knn_top1' in h), None)
     for epoch in range(r.start, cfg.epochs):
         if r.status == 'diverged': break
