@@ -20,9 +20,10 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 
 # %% auto #0
 __all__ = ['PROFILES', 'VERDICTS', 'VERDICT_RULE', 'VERDICT_TERMS', 'ALPHA', 'TESTS', 'PARTS', 'JOB_ENV', 'TRAINING_SECTIONS',
-           'parse_numbers', 'git_sha', 'paired_diff', 't_critical', 'paired_p', 'effect_sign', 'detectable', 'Part',
-           'Within', 'judge_claim', 'judge_bound', 'judge_within', 'detectable_effect', 'Check', 'Untested', 'holm',
-           'combine_verdicts', 'Judgement', 'judge_all', 'null_rates', 'SectionRun', 'load_result', 'live_frontend']
+           'RUN_PARAMS', 'parse_numbers', 'git_sha', 'paired_diff', 't_critical', 'paired_p', 'effect_sign',
+           'detectable', 'Part', 'Within', 'judge_claim', 'judge_bound', 'judge_within', 'detectable_effect', 'Check',
+           'Untested', 'holm', 'combine_verdicts', 'Judgement', 'judge_all', 'null_rates', 'SectionRun',
+           'parameter_values', 'load_result', 'live_frontend']
 
 # %% ../nbs/00_core.ipynb #a19ba6f4
 # cpu-long: opt-in, the cpu profile with what its 20 minutes leave out where digits can test it (a section's
@@ -523,6 +524,22 @@ class SectionRun:
             atomic_write_text(out/'results'/f'{id}.json', json.dumps(summary, indent=1, default=str))
         self.saved[id] = summary
         return summary
+
+# %% ../nbs/00_core.ipynb #e140c718
+RUN_PARAMS = ('profile', 'ids', 'out_dir')   # the run's own parameters: `SectionRun` takes them apart
+
+def parameter_values(ns: dict,                # the namespace holding the parameters' current values (`globals()`)
+                    notebook: str | Path,     # the notebook's file (a section notebook runs in its folder)
+                    but: Iterable[str] = RUN_PARAMS,  # names left out of the record
+                   ) -> dict:                 # name -> current value, in the cell's order
+    "The names of `notebook`'s `parameters` cell (papermill's parse), each with its current value in `ns`."
+    import logging, papermill as pm
+    logging.getLogger('papermill.translators').setLevel(logging.ERROR)  # the runner reports unparsed lines
+    names = [n for n in pm.inspect_notebook(str(notebook)) if n not in set(but)]
+    if not names: raise ValueError(f"{Path(notebook).name}: no parameters cell (a cell tagged 'parameters')")
+    missing = [n for n in names if n not in ns]
+    if missing: raise ValueError(f"{Path(notebook).name}: parameters {missing} are not set in this namespace")
+    return {n: ns[n] for n in names}
 
 # %% ../nbs/00_core.ipynb #668bfbbe
 def load_result(out_dir: str | Path,  # the folder a run wrote to (default of the CLI: outputs/)
