@@ -18,77 +18,13 @@ from .paper import EFFECTS
 from .train import TrainConfig, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'UNTESTABLE', 'ACC_MIN_STEPS', 'BEST_WD_T1',
-           'COLLAPSE_WD', 'PAPER_TRAIN_IMAGES', 'NEGLIGIBLE_SHARE', 'CUT_SIGNS', 'PAPER_WDS', 'check_params',
-           'ema_for_steps', 'decay_exposure', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup',
-           'trained_ids', 'data_needs', 'plan_runs', 'ms', 'chance_band', 'effect_of', 'cells', 'detect_text',
-           'judge_untested', 'transient_collapse', 'judge_collapse', 'judge_table1', 'paper_epoch', 'judge_table2',
-           'table3_key', 'judge_table3', 'judge_table4', 'judge_cut_grid', 'heatmap', 'judge_fig3',
-           'antipodal_concentration', 'pair_panel', 'judge_fig4', 'mean_knn', 'judge_fig5', 'judge_lee']
-
-# %% ../nbs/05a_embedding_norms.ipynb #750952fd
-def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
-                ) -> None:
-    """Check the values 05a's runs share: its grids, then the config every run starts from (one ValueError
-    naming the first bad value); what depends on the data is checked where the data are loaded."""
-    import dataclasses
-    from cosine_pitfalls.core import check_choice, parse_numbers
-    from cosine_pitfalls.data import DATASETS
-    from cosine_pitfalls.train import TrainConfig
-    p = params
-    for name in ('n_seeds', 'workers'):
-        if not 1 <= p[name] <= 1000:
-            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
-    if p['folds'] != 0 and not 2 <= p['folds'] <= 100:
-        raise ValueError(f"folds must be 0 (no k-fold probe) or an integer in 2 .. 100; got {p['folds']!r}")
-    if not 1 <= p['probe_iter'] <= 100_000:
-        raise ValueError(f"probe_iter must be an integer in 1 .. 100000; got {p['probe_iter']!r}")
-    for name in ('dataset_c100', 'dataset_in100', 'dataset_flowers'):
-        if p[name]: check_choice(name, p[name], DATASETS)
-    for name in ('wds', 'cuts', 'wds_t5', 'wds_t6', 'cuts_f5', 'lrs_f5'): parse_numbers(p[name], name)
-    # whether the ImageFolder is there is the data's check, made where the notebook loads it
-    path = (p['data_path'] or 'DATA_PATH') if p['dataset'] == 'imagefolder' else None
-    base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
-                       backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
-                       steps_per_epoch=p['steps_per_epoch'], batch_size=p['batch_size'], optimizer='sgd',
-                       lr=p['lr'], momentum=0.9, weight_decay=p['wd'], head_width=p['head_width'],
-                       head_out=p['head_out'], eval_every=0,
-                       record_init=True, knn_features='embedding', queue_size=p['queue_size'],
-                       dino_out=p['dino_out'], diag_samples=p['diag_samples'], show_progress=False,
-                       image_size=p['image_size'] or None, data_path=path)
-    for name, field in (('epochs_t3', 'epochs'), ('batch_sizes', 'batch_size')):
-        for v in parse_numbers(p[name], name, int):
-            try: dataclasses.replace(base, **{field: v})
-            except ValueError as e: raise ValueError(f'{name}: {e}') from None
-
-
-# %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
-PROFILES = {
-    'smoke': {},
-    # Fig. 5: cuts_f5 for both methods plus each one's own c (SimCLR 3, BYOL 9): cpu 3 c a method, gpu 5
-    'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=20, epochs_t3='20', steps_per_epoch=0,
-                batch_size=128, wds='0.05,0.005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-5', wds_t6='5e-5,1e-3',
-                cuts_f5='0.5,1', lrs_f5='0.03,0.3', batch_sizes='32,64,128', queue_size=1024, dino_out=1024,
-                eval_every=2, diag_samples=256, folds=5, probe_iter=100, workers=2,
-                untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
-    # cpu-long (opt-in): cpu's settings at 91 epochs = 1,001 steps, long enough to judge Table 1's accuracy part
-    'cpu-long': dict(epochs=91),
-    'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
-                width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
-                lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
-                wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4', lrs_f5='0.006,0.06',
-                batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5,
-                diag_samples=512, folds=5, probe_iter=200, workers=1),
-    'paper': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', dataset_in100='imagefolder',
-                  dataset_flowers='flowers102', image_size=0, image_sizes='imagefolder:224,flowers102:224',
-                  backbone='resnet18', width=32, head_width=2048, head_out=128, epochs=100,
-                  epochs_t3='100,300,500',
-                  steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0',
-                  cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3',
-                  cuts_f5='0.5,1,2,4', lrs_f5='0.006,0.06', batch_sizes='32,64,128,256,512', pairs_kept=128,
-                  queue_size=65536, dino_out=65536, eval_every=10, diag_samples=512, folds=5, probe_iter=200,
-                  workers=1),
-}
+__all__ = ['CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'UNTESTABLE', 'ACC_MIN_STEPS', 'BEST_WD_T1', 'COLLAPSE_WD',
+           'PAPER_TRAIN_IMAGES', 'NEGLIGIBLE_SHARE', 'CUT_SIGNS', 'PAPER_WDS', 'PROFILES', 'ema_for_steps',
+           'decay_exposure', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'trained_ids', 'data_needs',
+           'plan_runs', 'ms', 'chance_band', 'effect_of', 'cells', 'detect_text', 'judge_untested',
+           'transient_collapse', 'judge_collapse', 'judge_table1', 'paper_epoch', 'judge_table2', 'table3_key',
+           'judge_table3', 'judge_table4', 'judge_cut_grid', 'heatmap', 'judge_fig3', 'antipodal_concentration',
+           'pair_panel', 'judge_fig4', 'mean_knn', 'judge_fig5', 'judge_lee', 'check_params']
 
 # %% ../nbs/05a_embedding_norms.ipynb #11253ae9
 CORE = ('simclr', 'simsiam', 'byol')                         # pitfalls' three methods
@@ -145,6 +81,7 @@ def role_datasets(dataset: str,       # CIFAR-10's role
     c100 = c100 or dataset
     return {'C-10': dataset, 'C-100': c100, 'IN-100': in100 or c100, 'Flowers': flowers or None}
 
+# %% ../nbs/05a_embedding_norms.ipynb #65893920
 def group_datasets(group: str, roles: dict) -> list[str]:
     "The distinct datasets of a group's roles, in the paper's column order."
     out = []
@@ -403,6 +340,7 @@ def judge_collapse(knn: xr.DataArray,     # (seed,) final kNN of one method at Î
                        + (f' ({note})' if note else ''), resolution=1 / n_test,
                        paper=effect_of('pitfalls.table1', key))
 
+# %% ../nbs/05a_embedding_norms.ipynb #6151dfe0
 def judge_table1(t: xr.Dataset,        # Table 1's runs of one dataset: dims model, wd, seed, epoch
                  n_classes: int, n_test: int,  # the kNN's test set (chance band, resolution)
                  exposure: dict,       # Î» -> decay_exposure of our runs
@@ -697,3 +635,67 @@ def judge_lee(var: xr.DataArray,   # (batch_size, variant, seed): the final vari
     else: parts.append(Untested(key, f'runs of {steps} steps, shorter than the {ACC_MIN_STEPS:,} an accuracy '
                                      f'claim needs'))
     return judge_all(parts)
+
+# %% ../nbs/05a_embedding_norms.ipynb #750952fd
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    """Check the values 05a's runs share: its grids, then the config every run starts from (one ValueError
+    naming the first bad value); what depends on the data is checked where the data are loaded."""
+    import dataclasses
+    from cosine_pitfalls.core import check_choice, parse_numbers
+    from cosine_pitfalls.data import DATASETS
+    from cosine_pitfalls.train import TrainConfig
+    p = params
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000:
+            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    if p['folds'] != 0 and not 2 <= p['folds'] <= 100:
+        raise ValueError(f"folds must be 0 (no k-fold probe) or an integer in 2 .. 100; got {p['folds']!r}")
+    if not 1 <= p['probe_iter'] <= 100_000:
+        raise ValueError(f"probe_iter must be an integer in 1 .. 100000; got {p['probe_iter']!r}")
+    for name in ('dataset_c100', 'dataset_in100', 'dataset_flowers'):
+        if p[name]: check_choice(name, p[name], DATASETS)
+    for name in ('wds', 'cuts', 'wds_t5', 'wds_t6', 'cuts_f5', 'lrs_f5'): parse_numbers(p[name], name)
+    # whether the ImageFolder is there is the data's check, made where the notebook loads it
+    path = (p['data_path'] or 'DATA_PATH') if p['dataset'] == 'imagefolder' else None
+    base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'],
+                       backbone=p['backbone'], width=p['width'], epochs=p['epochs'],
+                       steps_per_epoch=p['steps_per_epoch'], batch_size=p['batch_size'], optimizer='sgd',
+                       lr=p['lr'], momentum=0.9, weight_decay=p['wd'], head_width=p['head_width'],
+                       head_out=p['head_out'], eval_every=0,
+                       record_init=True, knn_features='embedding', queue_size=p['queue_size'],
+                       dino_out=p['dino_out'], diag_samples=p['diag_samples'], show_progress=False,
+                       image_size=p['image_size'] or None, data_path=path)
+    for name, field in (('epochs_t3', 'epochs'), ('batch_sizes', 'batch_size')):
+        for v in parse_numbers(p[name], name, int):
+            try: dataclasses.replace(base, **{field: v})
+            except ValueError as e: raise ValueError(f'{name}: {e}') from None
+
+
+# %% ../nbs/05a_embedding_norms.ipynb #5e76bae3
+PROFILES = {
+    'smoke': {},
+    # Fig. 5: cuts_f5 for both methods plus each one's own c (SimCLR 3, BYOL 9): cpu 3 c a method, gpu 5
+    'cpu': dict(n_seeds=3, width=32, head_width=128, head_out=64, epochs=20, epochs_t3='20', steps_per_epoch=0,
+                batch_size=128, wds='0.05,0.005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-5', wds_t6='5e-5,1e-3',
+                cuts_f5='0.5,1', lrs_f5='0.03,0.3', batch_sizes='32,64,128', queue_size=1024, dino_out=1024,
+                eval_every=2, diag_samples=256, folds=5, probe_iter=100, workers=2,
+                untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
+    # cpu-long (opt-in): cpu's settings at 91 epochs = 1,001 steps, long enough to judge Table 1's accuracy part
+    'cpu-long': dict(epochs=91),
+    'gpu': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
+                width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
+                lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',
+                wds_t6='5e-5,1e-4,5e-4,1e-3', cuts_f5='0.5,1,2,4', lrs_f5='0.006,0.06',
+                batch_sizes='32,64,128,256,512', pairs_kept=128, queue_size=4096, dino_out=4096, eval_every=5,
+                diag_samples=512, folds=5, probe_iter=200, workers=1),
+    'paper': dict(n_seeds=3, dataset='cifar10', dataset_c100='cifar100', dataset_in100='imagefolder',
+                  dataset_flowers='flowers102', image_size=0, image_sizes='imagefolder:224,flowers102:224',
+                  backbone='resnet18', width=32, head_width=2048, head_out=128, epochs=100,
+                  epochs_t3='100,300,500',
+                  steps_per_epoch=0, batch_size=256, lr=0.06, wds='0.05,0.005,0.0005,0.000005,0',
+                  cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5', wds_t6='5e-5,1e-4,5e-4,1e-3',
+                  cuts_f5='0.5,1,2,4', lrs_f5='0.006,0.06', batch_sizes='32,64,128,256,512', pairs_kept=128,
+                  queue_size=65536, dino_out=65536, eval_every=10, diag_samples=512, folds=5, probe_iter=200,
+                  workers=1),
+}
