@@ -26,19 +26,14 @@ from ..losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, c
 from .paper import PAPER, effects_of, paper_effect
 
 # %% auto #0
-__all__ = ['PROFILES', 'STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'METRICS', 'LAMBDA_BEST', 'LAMBDA_REF', 'STABLE_MARGIN',
-           'SIM_ORDER', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy', 'BatchedMLP', 'Variant',
-           'bt_lambda_for', 'base_loss', 'torch_threads', 'train_variants', 'measure', 'prototype_alignment',
-           'input_knn_accuracy', 'parse_list', 'sweep', 'mean_std', 'base_table', 'plot_embeddings', 'plot_spectra',
-           'accuracy_resolution', 'metric_array', 'paired_part', 'paired_within', 'judge_pairs', 'judge_table5',
-           'part_effects', 'table5_table', 'sensitivity_text', 'effects_text', 'plot_table5', 'judge_etf', 'plot_etf',
-           'lambda_parts', 'lambda_sweep', 'judge_table1_synthetic', 'plot_lambda', 'judge_table2_synthetic',
-           'plot_similarities']
-
-# %% ../../nbs/repro/03_clop_synthetic.ipynb #45292c90
-_FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5',
-         'similarities': 'cosine,euclidean,manhattan'}
-PROFILES = {'smoke': {}, 'cpu': dict(_FULL), 'gpu': dict(_FULL), 'paper': dict(_FULL)}
+__all__ = ['STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'METRICS', 'LAMBDA_BEST', 'LAMBDA_REF', 'STABLE_MARGIN', 'SIM_ORDER',
+           'PROFILES', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy', 'BatchedMLP', 'Variant',
+           'bt_lambda_for', 'base_loss', 'torch_threads', 'clop_setup', 'train_variants', 'measure',
+           'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep_dataset', 'sweep', 'mean_std',
+           'base_table', 'plot_embeddings', 'plot_spectra', 'accuracy_resolution', 'metric_array', 'paired_part',
+           'paired_within', 'judge_pairs', 'judge_table5', 'part_effects', 'table5_table', 'sensitivity_text',
+           'effects_text', 'plot_table5', 'judge_etf', 'plot_etf', 'lambda_parts', 'lambda_sweep',
+           'judge_table1_synthetic', 'plot_lambda', 'judge_table2_synthetic', 'plot_similarities']
 
 # %% ../../nbs/repro/03_clop_synthetic.ipynb #c6cf34f4
 STREAMS = ('data', 'init', 'prototypes', 'train')
@@ -202,6 +197,23 @@ def torch_threads(n: int,  # CPU threads for torch inside the block; 0 leaves th
     try: yield
     finally: torch.set_num_threads(old)
 
+# %% ../../nbs/repro/03_clop_synthetic.ipynb #0c9da21d
+def clop_setup(variants: list[Variant],  # one model per variant
+               seeds: list[int],         # the seeds (each draws its prototypes from its own stream)
+               k: int, d: int,           # classes, embedding dimension
+              ) -> tuple[Tensor, dict, Tensor]:  # prototypes (V, S, k, d), zeros where unused; variant groups
+    "The CLOP prototypes of every variant and seed, its variants grouped by (similarity, weighting), their λ."
+    protos = torch.zeros(len(variants), len(seeds), k, d)
+    for v, var in enumerate(variants):
+        if var.prototypes != 'none':
+            protos[v] = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes'))
+                                     for s in seeds])
+    groups = {}  # (similarity, weighting) -> variants
+    for v, var in enumerate(variants):
+        if var.prototypes != 'none': groups.setdefault((var.similarity, var.weighting), []).append(v)
+    groups = {key: torch.tensor(vs) for key, vs in groups.items()}
+    return protos, groups, torch.tensor([var.weight for var in variants])   # weights: (V,)
+
 # %% ../../nbs/repro/03_clop_synthetic.ipynb #5133f33e
 def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins' or 'vicreg'
                    variants: list[Variant],    # what to add to the base loss, one model per variant and seed
@@ -233,16 +245,7 @@ def train_variants(base: str,                  # 'infonce', 'dcl', 'barlow_twins
     bt_lambda_for(bt_lambda, d); check_positive('vicreg_cov', vicreg_cov, strict=False)
     V, k = len(variants), int(y.max()) + 1
     model = BatchedMLP(seeds, (d, hidden, hidden, d), copies=V)
-    protos = torch.zeros(V, S, k, d)                                        # (V, S, k, d), zeros where unused
-    for v, var in enumerate(variants):
-        if var.prototypes != 'none':
-            protos[v] = torch.stack([make_prototypes(var.prototypes, k, d, stream(s, 'prototypes'))
-                                     for s in seeds])
-    groups = {}  # (similarity, weighting) -> variants
-    for v, var in enumerate(variants):
-        if var.prototypes != 'none': groups.setdefault((var.similarity, var.weighting), []).append(v)
-    groups = {key: torch.tensor(vs) for key, vs in groups.items()}
-    weights = torch.tensor([var.weight for var in variants])                # (V,)
+    protos, groups, weights = clop_setup(variants, seeds, k, d)
     y_known = torch.where(labelled, y, -1)  # (S, n) labels of the labelled subset only
     gens = [stream(s, 'train') for s in seeds]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -335,30 +338,15 @@ def parse_list(name: str,          # parameter name, for the error message
     return vals
 
 # %% ../../nbs/repro/03_clop_synthetic.ipynb #98d15a99
-def sweep(variants: list[Variant],   # variants to train for every base
-          bases: list[str],          # base losses
-          seeds: list[int],          # seeds
-          n_points: int = 500, noise_var: float = 0.05, flip_p: float = 0.5, label_frac: float = 0.1,
-          knn_k: int = 5, progress: bool = False,    # progress bars
-          threads: int = 1,          # torch CPU threads while training (0: leave as is)
-          **train_kw,                # steps, batch_size, lr, hidden, temperature, bt_lambda, vicreg_cov
-         ) -> xr.Dataset:
-    "Train and measure every (base, variant, seed); one dataset with dims base x variant x seed."
-    for b in bases: check_choice('base', b, BASES)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must list at least one seed, without repeats; got {seeds!r}")
-    labels = [v.label for v in variants]
-    if len(set(labels)) != len(labels): raise ValueError(f"variants must be distinct; got {labels}")
-    data = make_lines(seeds, n_points, noise_var=noise_var, label_frac=label_frac)
-    embs, losses = [], []
-    with torch_threads(threads):
-        for b in tqdm(bases, desc='base losses', disable=not progress, mininterval=1):
-            e, l = train_variants(b, variants, data, seeds, noise_var=noise_var, flip_p=flip_p,
-                                  progress=progress, **train_kw)
-            embs.append(e); losses.append(l)
-        emb = torch.stack(embs)                                                 # (B, V, S, n, d)
-        r = measure(emb, data, knn_k)
-    align = torch.stack([prototype_alignment(e, data, variants, seeds) for e in embs])
+def sweep_dataset(r: dict,             # `measure`'s results over (base, variant, seed)
+                  align: Tensor,       # (B, V, S) prototype alignment
+                  losses: list,        # per base, the (steps, V, S) training losses
+                  emb: Tensor,         # (B, V, S, n, d) output embeddings
+                  data: dict,          # from `make_lines`
+                  variants: list, bases: list, seeds: list, knn_k: int,
+                  attrs: dict,         # the sweep's settings, recorded with the data
+                 ) -> xr.Dataset:
+    "The sweep's measurements as one dataset with dims base x variant x seed."
     dims = ('base', 'variant', 'seed')
     ds = xr.Dataset(
         {'acc': (dims, r['acc'].numpy(),
@@ -387,16 +375,44 @@ def sweep(variants: list[Variant],   # variants to train for every base
                         {'long_name': 'reference: kNN on the raw inputs'}),
          'acc_oracle': (('seed',), nearest_line_accuracy(data).numpy(),
                         {'long_name': 'reference: nearest true line (oracle)'})},
-        coords={'base': list(bases), 'variant': labels, 'seed': list(seeds),
+        coords={'base': list(bases), 'variant': [v.label for v in variants], 'seed': list(seeds),
                 'prototypes': ('variant', [v.prototypes for v in variants]),
                 'weight': ('variant', [float(v.weight) for v in variants]),
                 'similarity': ('variant', [v.similarity for v in variants]),
                 'weighting': ('variant', [v.weighting for v in variants]),
                 'component': [1, 2, 3][:emb.shape[-1]]},
-        attrs={'units': 'accuracy: fraction of the 90% unlabelled points',
-               **{k: v for k, v in train_kw.items()}, 'n_points': n_points, 'noise_var': noise_var,
-               'flip_p': flip_p, 'label_frac': label_frac, 'knn_k': knn_k})
+        attrs=attrs)
     return ds
+
+# %% ../../nbs/repro/03_clop_synthetic.ipynb #820c0ec4
+def sweep(variants: list[Variant],   # variants to train for every base
+          bases: list[str],          # base losses
+          seeds: list[int],          # seeds
+          n_points: int = 500, noise_var: float = 0.05, flip_p: float = 0.5, label_frac: float = 0.1,
+          knn_k: int = 5, progress: bool = False,    # progress bars
+          threads: int = 1,          # torch CPU threads while training (0: leave as is)
+          **train_kw,                # steps, batch_size, lr, hidden, temperature, bt_lambda, vicreg_cov
+         ) -> xr.Dataset:
+    "Train and measure every (base, variant, seed); one dataset with dims base x variant x seed."
+    for b in bases: check_choice('base', b, BASES)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must list at least one seed, without repeats; got {seeds!r}")
+    labels = [v.label for v in variants]
+    if len(set(labels)) != len(labels): raise ValueError(f"variants must be distinct; got {labels}")
+    data = make_lines(seeds, n_points, noise_var=noise_var, label_frac=label_frac)
+    embs, losses = [], []
+    with torch_threads(threads):
+        for b in tqdm(bases, desc='base losses', disable=not progress, mininterval=1):
+            e, l = train_variants(b, variants, data, seeds, noise_var=noise_var, flip_p=flip_p,
+                                  progress=progress, **train_kw)
+            embs.append(e); losses.append(l)
+        emb = torch.stack(embs)                                                 # (B, V, S, n, d)
+        r = measure(emb, data, knn_k)
+    align = torch.stack([prototype_alignment(e, data, variants, seeds) for e in embs])
+    attrs = {'units': 'accuracy: fraction of the 90% unlabelled points', **{k: v for k, v in train_kw.items()},
+             'n_points': n_points, 'noise_var': noise_var, 'flip_p': flip_p, 'label_frac': label_frac,
+             'knn_k': knn_k}
+    return sweep_dataset(r, align, losses, emb, data, variants, bases, seeds, knn_k, attrs)
 
 # %% ../../nbs/repro/03_clop_synthetic.ipynb #ed245500
 def mean_std(da: xr.DataArray, dim: str = 'seed', digits: int = 3) -> xr.DataArray:
@@ -491,6 +507,7 @@ def _oracle(ds: xr.Dataset, default: float = 1.0) -> float:
 METRICS = {'acc': ('accuracy', 3, (0.0, 1.0)), 'class_cos': ('class |cos|', 2, (0.0, 1.0)),
            'erank': ('effective rank', 2, (1.0, 3.0))}
 
+# %% ../../nbs/repro/03_clop_synthetic.ipynb #5cebbd9e
 def judge_pairs(ds: xr.Dataset,     # sweep dataset: `var` by base x variant x seed
                 var: str,           # 'acc', 'class_cos' or 'erank'
                 a: str, b: str,     # variant labels: the claim is a > b (expected=+1) or a < b (−1), per base
@@ -569,6 +586,7 @@ def table5_table(ds: xr.Dataset,          # the sweep (or clop.table5's selectio
     tab = pd.DataFrame(cols); tab.index = [BASE_NAMES[b] for b in tab.index]; tab.index.name = 'base loss'
     return tab
 
+# %% ../../nbs/repro/03_clop_synthetic.ipynb #31135053
 def sensitivity_text(ds_alt: xr.Dataset,      # the sensitivity sweep: SSL and CLOP for Barlow Twins / VICReg
                      clop_weight: float,      # CLOP's λ
                      bt_lambda_alt: float,    # its Barlow Twins λ_off
@@ -781,3 +799,8 @@ def plot_similarities(sub: xr.Dataset,  # clop.table2_synthetic's dataset: SSL, 
     ax.set_ylabel(f'kNN accuracy (k={knn_k})'); ax.set_ylim(0.3, 1); ax.legend(fontsize=7, ncol=4)
     ax.set_title('clop Table 2 on the synthetic demo, ours: similarity in the CLOP term', fontsize=9)
     return fig
+
+# %% ../../nbs/repro/03_clop_synthetic.ipynb #45292c90
+_FULL = {'n_seeds': 5, 'steps': 600, 'lambdas': '0.1,0.5,1.0,1.5',
+         'similarities': 'cosine,euclidean,manhattan'}
+PROFILES = {'smoke': {}, 'cpu': dict(_FULL), 'gpu': dict(_FULL), 'paper': dict(_FULL)}

@@ -22,37 +22,10 @@ from .paper import effects_of, paper_effect
 from ..train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'SETTINGS_COMPARED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'COLLAPSE', 'check_params', 'directclr_settings',
-           'select_settings', 'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part', 'paper_text',
-           'setting_table', 'bar_panel', 'curve_panel', 'judge_table1', 'judge_table2', 'judge_subvector',
-           'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2', 'judge_fig12']
-
-# %% ../../nbs/repro/04_directclr.ipynb #942ec2dd
-def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
-                ) -> None:
-    "Check section 4's parameter values as its notebook would: every run's config (`plan_runs`), training nothing."
-    # whether the ImageFolder is there is the data's check (the notebook loads it before training), not a value's
-    p = params
-    for name in ('n_seeds', 'workers', 'folds', 'probe_iter'):
-        if not 1 <= p[name] <= 1000: raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
-    plan_runs(dict(p, data_path=p['data_path'] or 'DATA_PATH'), [], 'unused')
-
-# %% ../../nbs/repro/04_directclr.ipynb #cdd15fde
-PROFILES = {
-    'smoke': {},
-    'cpu': dict(n_seeds=4, settings='none,mlp2,directclr', epochs=45, steps_per_epoch=0, batch_size=64,
-                probe_iter=200, workers=2),
-    # cpu-long (opt-in): every setting at cpu's length, for table1/table2/subvector/fig12's other arms
-    'cpu-long': dict(settings='all'),
-    'gpu': dict(n_seeds=3, dataset='cifar10', image_size=32, channels=3, backbone='resnet18', epochs=30,
-                steps_per_epoch=0, batch_size=512, optimizer='sgd', lr=0.3, weight_decay=0.0001,
-                head_width=2048, head_out=128, d0=90, d0_sweep='16,32,64,90,128,256', probe_iter=200,
-                workers=1),
-    'paper': dict(n_seeds=1, dataset='imagefolder', image_size=224, channels=3, backbone='resnet50',
-                  epochs=100, steps_per_epoch=0, batch_size=512, optimizer='lars', lr=0.3,
-                  weight_decay=0.000001, head_width=2048, head_out=128, d0=360,
-                  d0_sweep='32,64,128,256,360,512,1024', probe_iter=200, workers=1),
-}
+__all__ = ['SETTINGS_COMPARED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'COLLAPSE', 'PROFILES', 'directclr_settings', 'select_settings',
+           'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part', 'paper_text', 'setting_table', 'bar_panel',
+           'curve_panel', 'judge_table1', 'judge_table2', 'judge_subvector', 'spectrum_panel', 'collapsed',
+           'judge_fig9', 'judge_fig2', 'judge_fig12', 'check_params']
 
 # %% ../../nbs/repro/04_directclr.ipynb #f0c40f88
 def directclr_settings(d0: int,          # DirectCLR's sub-vector size
@@ -336,3 +309,30 @@ def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d
         why = f"d₀={d0} − a smaller d₀: none trained at this profile (-p settings=all trains the sweep)"
         rise = Untested(why, why)
     return judge_all([rise, part(width, 'd₀ − d')])
+
+# %% ../../nbs/repro/04_directclr.ipynb #942ec2dd
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    "Check section 4's parameter values as its notebook would: every run's config (`plan_runs`), training nothing."
+    # whether the ImageFolder is there is the data's check (the notebook loads it before training), not a value's
+    p = params
+    for name in ('n_seeds', 'workers', 'folds', 'probe_iter'):
+        if not 1 <= p[name] <= 1000: raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    plan_runs(dict(p, data_path=p['data_path'] or 'DATA_PATH'), [], 'unused')
+
+# %% ../../nbs/repro/04_directclr.ipynb #cdd15fde
+PROFILES = {
+    'smoke': {},
+    'cpu': dict(n_seeds=4, settings='none,mlp2,directclr', epochs=45, steps_per_epoch=0, batch_size=64,
+                probe_iter=200, workers=2),
+    # cpu-long (opt-in): every setting at cpu's length, for table1/table2/subvector/fig12's other arms
+    'cpu-long': dict(settings='all'),
+    'gpu': dict(n_seeds=3, dataset='cifar10', image_size=32, channels=3, backbone='resnet18', epochs=30,
+                steps_per_epoch=0, batch_size=512, optimizer='sgd', lr=0.3, weight_decay=0.0001,
+                head_width=2048, head_out=128, d0=90, d0_sweep='16,32,64,90,128,256', probe_iter=200,
+                workers=1),
+    'paper': dict(n_seeds=1, dataset='imagefolder', image_size=224, channels=3, backbone='resnet50',
+                  epochs=100, steps_per_epoch=0, batch_size=512, optimizer='lars', lr=0.3,
+                  weight_decay=0.000001, head_width=2048, head_out=128, d0=360,
+                  d0_sweep='32,64,128,256,360,512,1024', probe_iter=200, workers=1),
+}

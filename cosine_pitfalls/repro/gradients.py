@@ -20,7 +20,7 @@ from ..utils import check_choice, check_positive, set_seed
 from ..losses import info_nce
 
 # %% auto #0
-__all__ = ['PROFILES', 'TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OBJECTIVES', 'check_params', 'agreement',
+__all__ = ['TOL', 'COND_MAX', 'SCALED_TOL', 'ANGLE_REGIMES', 'LEE_OBJECTIVES', 'PROFILES', 'check_params', 'agreement',
            'agreement_checks', 'log_uniform', 'regime_angles', 'orthonormal_pair', 'pairs_at_angles', 'rel_err',
            'autograd_grad', 'cos_sim', 'tangent', 'cosine_loss_grad', 'check_prop1', 'flat_columns',
            'judge_pitfalls_prop1', 'info_nce_anchor_loss', 'step_growth', 'judge_pitfalls_cor2',
@@ -53,17 +53,6 @@ def check_params(params: dict,  # the notebook's parameters (the runner calls th
         if not lo <= v <= hi: raise ValueError(f"{name} must be an integer in {lo} .. {hi}; got {v!r}")
     return dims
 
-
-# %% ../../nbs/repro/01_gradients.ipynb #2ab295d2
-PROFILES = {
-    'smoke': {},
-    'cpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
-                grid=201),
-    'gpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
-                grid=201),
-    'paper': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
-                  grid=201),
-}
 
 # %% ../../nbs/repro/01_gradients.ipynb #a0b720c6
 TOL = 1e-8          # largest relative error (float64) at which a closed form agrees with autograd
@@ -701,6 +690,7 @@ def judge_margins_fig1(ds: xr.Dataset,  # grad_positive, grad_negative over (q, 
         Check.flag('negative: q⁻·sin θ⁻/τ falls as q⁻ → 0, at every θ⁻',
                    bool((ds.grad_negative.diff('q') > 0).all()), holds='rebuilt')])
 
+# %% ../../nbs/repro/01_gradients.ipynb #1355ab5b
 def judge_margins_fig2(ds: xr.Dataset,  # angular_multiplier, logit_ratio over (q, theta); attrs m1, tau
                       ) -> Judgement:
     """margins.fig2: the two multipliers of Thm. 4.1 have the shape §4.1 describes (`rebuilt`), and the ratio
@@ -1065,3 +1055,14 @@ def judge_directclr_lemma2(ds: xr.Dataset,  # the sweep's errors over (dim, case
               float(ds.rel_err_printed_eq6.where(live).max()), TOL, fails='corrected'),
         Check('X as in the proof (B.2) vs Σ̂₀ − Σ̂₁: max err', float(ds.rel_err_proof_X.max()), TOL),
         Check('G = −WX (Eq. 5) against Lemma 1\'s G: max err', float(ds.rel_err_G_eq5.max()), TOL)])
+
+# %% ../../nbs/repro/01_gradients.ipynb #2ab295d2
+PROFILES = {
+    'smoke': {},
+    'cpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
+                grid=201),
+    'gpu': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
+                grid=201),
+    'paper': dict(n_cases=96, dims='2,3,5,16,64,128,256,512', n_mc=400000, n_trials=512, opt_steps=300,
+                  grid=201),
+}

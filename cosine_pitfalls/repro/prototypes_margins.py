@@ -26,56 +26,16 @@ from .paper import effects_of, notebook_ids, paper_effect
 from ..train import TrainConfig, encode, load_model, subset_classes, sweep_configs
 
 # %% auto #0
-__all__ = ['PROFILES', 'CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT',
-           'T3_JUDGED', 'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS',
-           'EMA_PUBLISHED', 'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'CURVE_STYLE', 'T2_VARIANTS', 'check_params',
-           'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
-           'margins_settings', 'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
-           'run_steps', 'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound', 'drop_parts',
-           'untested', 'paper_text', 'judge_untrained', 'ms_status', 'status_panel', 'judge_clop_fig6',
-           'judge_clop_fig7', 'judge_clop_table1', 'judge_clop_ablation', 'judge_margins_table1',
-           'judge_margins_table2', 'transfer_probe', 'paper_pair', 'judge_margins_table3', 'judge_margins_table4',
-           'judge_margins_fig3', 'judge_margins_fig4', 'judge_margins_fig5', 'judge_margins_fig6', 'judge_margins_fig7']
-
-# %% ../../nbs/repro/05b_prototypes_margins.ipynb #6a0b005b
-def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
-                ) -> None:
-    """Check 05b's parameter values as its notebook would: every parameter, then every run's config of every
-    result (`plan_runs`), training nothing; what depends on the data is checked where the data are loaded."""
-    p = params
-    for name in ('n_seeds', 'workers'):
-        if not 1 <= p[name] <= 1000:
-            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
-    for name in ('dataset_c100', 'dataset_stl', 'dataset_tin'):
-        if p[name]: check_choice(name, p[name], DATASETS)
-    # whether the ImageFolder is there is the data's check, made where the notebook loads it
-    plan_runs(dict(p, data_path=p['data_path'] or 'DATA_PATH'), notebook_ids('05b_prototypes_margins.ipynb'),
-              'unused', n_train=lambda c: 10**6)
-
-# %% ../../nbs/repro/05b_prototypes_margins.ipynb #ba03fa26
-_SHARED_GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
-              augments='randaugment,autoaugment,simclr', alphas='0.25,1', s_values='1,2.5,20,160',
-              s_values_simclr='1,1.125,2.5', s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1',
-              probe_epochs=100, n_seeds=3, kfold=5)
-_LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all',
-              image_size=0, backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
-              clop_optimizer='lars',
-              clop_batch_sizes='32,64,128,256,512,1024,2048', clop_lr_batch=1024, m_batch=256,
-              s_batch_sizes='64,256,1024', c_values='1/3,0.5,0.7,1,1.5,2.5,5', workers=1)
-PROFILES = {
-    'smoke': {},
-    # cpu: only the claims its scale can test train (margins Figs. 3 and 5), each run 1,001 steps
-    'cpu': dict(_SHARED_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128,
-                head_out=64, epochs=91, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
-                m_batch=128, s_batch_sizes='32,128,512', s_values='1,20', s_values_simclr='1,2.5',
-                c_values='1/3', workers=2, kfold=5, train_ids='margins.fig3,margins.fig5'),
-    # cpu-long (opt-in): Fig. 5 also at larger c, for its "negligible for larger c" part; clop Table 2 trained, at
-    # batch 128 so that its runs reach 1,001 steps in the same 91 epochs (9 runs, ~25 s each here)
-    'cpu-long': dict(c_values='1/3,0.7,1.5', clop_lr_batch=128, train_ids='margins.fig3,margins.fig5,clop.table2'),
-    'gpu': dict(_SHARED_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5),
-    'paper': dict(_SHARED_GRIDS, **_LARGE, dataset_tin='imagefolder', image_sizes='imagefolder:64', epochs=200,
-                  transfer='cifar100>cifar10,cifar10>cifar100,imagefolder>stl10,stl10>imagefolder'),
-}
+__all__ = ['CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT', 'T3_JUDGED',
+           'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS', 'EMA_PUBLISHED',
+           'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'CURVE_STYLE', 'T2_VARIANTS', 'PROFILES', 'parse_transfer', 'side_label',
+           'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings',
+           'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs', 'run_steps',
+           'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound', 'drop_parts', 'untested',
+           'paper_text', 'judge_untrained', 'ms_status', 'status_panel', 'judge_clop_fig6', 'judge_clop_fig7',
+           'judge_clop_table1', 'judge_clop_ablation', 'judge_margins_table1', 'judge_margins_table2', 'transfer_probe',
+           'paper_pair', 'judge_margins_table3', 'judge_margins_table4', 'judge_margins_fig3', 'judge_margins_fig4',
+           'judge_margins_fig5', 'judge_margins_fig6', 'judge_margins_fig7', 'check_params']
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #a32766d5
 CLOP_ROLES, MARGIN_ROLES = ('C-100', 'TIN'), ('C-10', 'C-100', 'STL', 'TIN')   # the papers' datasets
@@ -148,6 +108,7 @@ def clop_curve(labels: str,       # '100%' (SupCon) or '10%' (InfoNCE + linear p
                     clop_weighting=reading)
     return over
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #09378a8f
 def clop_settings(ids: list,      # the result IDs asked for
                   roles: dict,    # 'C-100', 'TIN' -> dataset
                   P: dict,        # the parsed CLOP parameters (the training cell's `Pc`)
@@ -370,6 +331,7 @@ def run_steps(c: TrainConfig,    # a run
     spe = n // c.batch_size
     return c.epochs * (min(c.steps_per_epoch, spe) if c.steps_per_epoch else spe)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #62ff19e5
 def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result IDs asked for
               train_dir: str | Path,  # the runs go to runs/<run id>/ below it
               n_train,                # training images of a run: a function of its config (exact, the notebook)
@@ -771,3 +733,43 @@ def judge_margins_fig7(ds: xr.Dataset,    # `top1` (model, m1, seed) in %, m1 = 
                            100 - float(b.mean())) if a.has(model=m, m1=r) else
                      untested(name, f"the grid lacks the paper's m1 = {r:g} (its Table 8)"))
     return judge_all(parts)
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #6a0b005b
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    """Check 05b's parameter values as its notebook would: every parameter, then every run's config of every
+    result (`plan_runs`), training nothing; what depends on the data is checked where the data are loaded."""
+    p = params
+    for name in ('n_seeds', 'workers'):
+        if not 1 <= p[name] <= 1000:
+            raise ValueError(f"{name} must be an integer in 1 .. 1000; got {p[name]!r}")
+    for name in ('dataset_c100', 'dataset_stl', 'dataset_tin'):
+        if p[name]: check_choice(name, p[name], DATASETS)
+    # whether the ImageFolder is there is the data's check, made where the notebook loads it
+    plan_runs(dict(p, data_path=p['data_path'] or 'DATA_PATH'), notebook_ids('05b_prototypes_margins.ipynb'),
+              'unused', n_train=lambda c: 10**6)
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #ba03fa26
+_SHARED_GRIDS = dict(clop_lrs='0.1,0.3,1,3,10', lambdas='0.1,0.5,1,1.5', similarities='cosine,euclidean,manhattan',
+              augments='randaugment,autoaugment,simclr', alphas='0.25,1', s_values='1,2.5,20,160',
+              s_values_simclr='1,1.125,2.5', s_values_bs='1,2.5,20', ratio_m1s='0.2,0.4,0.8,1.6,3.1',
+              probe_epochs=100, n_seeds=3, kfold=5)
+_LARGE = dict(dataset='cifar10', dataset_c100='cifar100', dataset_stl='stl10', transfer_rows='all',
+              image_size=0, backbone='resnet18', width=32, head_width=2048, head_out=128, steps_per_epoch=0,
+              clop_optimizer='lars',
+              clop_batch_sizes='32,64,128,256,512,1024,2048', clop_lr_batch=1024, m_batch=256,
+              s_batch_sizes='64,256,1024', c_values='1/3,0.5,0.7,1,1.5,2.5,5', workers=1)
+PROFILES = {
+    'smoke': {},
+    # cpu: only the claims its scale can test train (margins Figs. 3 and 5), each run 1,001 steps
+    'cpu': dict(_SHARED_GRIDS, transfer='digits:0-4>digits:5-9,digits:5-9>digits:0-4', width=32, head_width=128,
+                head_out=64, epochs=91, steps_per_epoch=0, clop_batch_sizes='32,128,256,512', clop_lr_batch=256,
+                m_batch=128, s_batch_sizes='32,128,512', s_values='1,20', s_values_simclr='1,2.5',
+                c_values='1/3', workers=2, kfold=5, train_ids='margins.fig3,margins.fig5'),
+    # cpu-long (opt-in): Fig. 5 also at larger c, for its "negligible for larger c" part; clop Table 2 trained, at
+    # batch 128 so that its runs reach 1,001 steps in the same 91 epochs (9 runs, ~25 s each here)
+    'cpu-long': dict(c_values='1/3,0.7,1.5', clop_lr_batch=128, train_ids='margins.fig3,margins.fig5,clop.table2'),
+    'gpu': dict(_SHARED_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5),
+    'paper': dict(_SHARED_GRIDS, **_LARGE, dataset_tin='imagefolder', image_sizes='imagefolder:64', epochs=200,
+                  transfer='cifar100>cifar10,cifar10>cifar100,imagefolder>stl10,stl10>imagefolder'),
+}

@@ -18,7 +18,8 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 from .verdicts import Judgement
 
 # %% auto #0
-__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'parse_numbers', 'git_sha', 'SectionRun', 'load_result', 'live_frontend']
+__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'parse_numbers', 'git_sha', 'parameter_values', 'SectionRun',
+           'load_result', 'live_frontend']
 
 # %% ../../nbs/repro/00b_results.ipynb #a19ba6f4
 # cpu-long: opt-in, the cpu profile with what its 20 minutes leave out where digits can test it (a section's
@@ -70,6 +71,22 @@ def _nc_attrs(attrs: dict) -> dict:
 def _version() -> str:
     from cosine_pitfalls import __version__
     return __version__
+
+# %% ../../nbs/repro/00b_results.ipynb #e140c718
+RUN_PARAMS = ('profile', 'ids', 'out_dir')   # the run's own parameters: `SectionRun` takes them apart
+
+def parameter_values(ns: dict,                # the namespace holding the parameters' current values (`globals()`)
+                    notebook: str | Path,     # the notebook's file (a section notebook runs in its folder)
+                    but: Iterable[str] = RUN_PARAMS,  # names left out of the record
+                   ) -> dict:                 # name -> current value, in the cell's order
+    "The names of `notebook`'s `parameters` cell (papermill's parse), each with its current value in `ns`."
+    import logging, papermill as pm
+    logging.getLogger('papermill.translators').setLevel(logging.ERROR)  # the runner reports unparsed lines
+    names = [n for n in pm.inspect_notebook(str(notebook)) if n not in set(but)]
+    if not names: raise ValueError(f"{Path(notebook).name}: no parameters cell (a cell tagged 'parameters')")
+    missing = [n for n in names if n not in ns]
+    if missing: raise ValueError(f"{Path(notebook).name}: parameters {missing} are not set in this namespace")
+    return {n: ns[n] for n in names}
 
 # %% ../../nbs/repro/00b_results.ipynb #85042180
 class SectionRun:

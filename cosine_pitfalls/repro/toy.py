@@ -23,29 +23,17 @@ from ..similarity_losses import (_info_sym, _ind_add, _vrns, similarity_stats,
                                                ind_add_derivatives)
 
 # %% auto #0
-__all__ = ['PROFILES', 'FIG2_RATIO', 'EXPONENT_MARGIN', 'SLIGHTLY', 'LEE_FAMILIES', 'PARTITIONS', 'THM55_SLOPE', 'THM55_VRNS',
-           'DCLR_LOSSES', 'DCLR_INITS', 'FIG3_SLOPE', 'FIG3_GAP', 'FIG11_SLOPE', 'parse_list', 'prop1_gradient',
+__all__ = ['FIG2_RATIO', 'EXPONENT_MARGIN', 'SLIGHTLY', 'LEE_FAMILIES', 'PARTITIONS', 'THM55_SLOPE', 'THM55_VRNS', 'DCLR_LOSSES',
+           'DCLR_INITS', 'FIG3_SLOPE', 'FIG3_GAP', 'FIG11_SLOPE', 'PROFILES', 'parse_list', 'prop1_gradient',
            'cosine_step', 'positive_pairs', 'steps_to_align', 'predicted_steps', 'alignment_sweep',
            'alignment_sweep_loop', 'fig2_measures', 'judge_pitfalls_fig2', 'align_one', 'cosine_trajectory',
            'info_nce_norm_trajectory', 'judge_pitfalls_fig1', 'theorem1_bound', 'collapse_lr', 'sphere_points',
            'class_loss', 'cosine_sum_step', 'cosine_sum_descent', 'packed_cosine_sum_descent', 'unpack_rows',
-           'max_stable_lr', 'judge_clop_fig3', 'collapse_one', 'rank_k_minus_one', 'judge_clop_fig4', 'random_groups',
-           'free_embedding_sweep', 'judge_lee_thm51', 'judge_lee_thm55', 'dclr_info_nce', 'init_linear_weights',
-           'linear_net', 'linear_contrastive_sweep', 'fig3_measures', 'judge_directclr_fig3', 'fig5_measures',
-           'judge_directclr_fig5', 'fig6_measures', 'judge_directclr_fig6', 'fig11_measures', 'judge_directclr_fig11']
-
-# %% ../../nbs/repro/02_toy_simulations.ipynb #ad86690b
-PROFILES = {
-    'smoke': {},
-    'cpu': dict(n_rho=6, n_phi=6, n_pairs=32, pit_seeds=2, clop_ks='3,4,5,6,8,10,15,20,30,50,75,100',
-                clop_trials=5, clop_grid=8, clop_rounds=4, clop_steps=1000, fig4_seeds=3, lee_n=16,
-                lee_steps=1500, lee_mb_steps=1000, lee_seeds=3, dclr_steps=2000, dclr_seeds=2),
-}
-PROFILES['gpu'] = dict(PROFILES['cpu'])
-PROFILES['paper'] = dict(PROFILES['cpu'], n_rho=10, n_phi=10, n_pairs=64, pit_seeds=3,
-                         clop_ks='3,4,5,6,7,8,10,12,15,20,25,30,40,50,60,70,80,90,100', clop_grid=8,
-                         clop_rounds=4, clop_steps=2000, fig4_seeds=5, lee_n=16, lee_steps=3000,
-                         lee_mb_steps=3000, lee_seeds=5, dclr_steps=10000, dclr_seeds=3)
+           'trials_sv_ratio', 'max_stable_lr', 'judge_clop_fig3', 'collapse_one', 'rank_k_minus_one', 'judge_clop_fig4',
+           'random_groups', 'free_embedding_sweep', 'judge_lee_thm51', 'judge_lee_thm55', 'dclr_info_nce',
+           'init_linear_weights', 'linear_net', 'linear_contrastive_sweep', 'fig3_measures', 'judge_directclr_fig3',
+           'fig5_measures', 'judge_directclr_fig5', 'fig6_measures', 'judge_directclr_fig6', 'fig11_measures',
+           'judge_directclr_fig11']
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #5cac68bd
 def parse_list(text: str,          # comma-separated values, e.g. '3,5,10'
@@ -267,6 +255,7 @@ def fig2_measures(ds: xr.Dataset,  # `alignment_sweep`'s steps (rho, phi, seed) 
     n = _fig2_numbers(ds)
     return xr.Dataset({k: ('seed', v) if np.ndim(v) else ((), v) for k, v in n.items() if k != 'converged'})
 
+# %% ../../nbs/repro/02_toy_simulations.ipynb #5ab2b4ad
 def judge_pitfalls_fig2(ds: xr.Dataset,  # `alignment_sweep`'s dataset
                        ) -> Judgement:
     """pitfalls.fig2: "both effects quadratic" as printed (`corrected` where the angle's is not); over seeds, the
@@ -438,6 +427,27 @@ def unpack_rows(x: Tensor,        # (N, m) packed rows
     out[problem, pos] = x
     return out
 
+# %% ../../nbs/repro/02_toy_simulations.ipynb #ae80ebc6
+def trials_sv_ratio(x0: list[Tensor],   # per k: (T, k, m) initial unit vectors of the T trials
+                    ks: list[int],      # numbers of class embeddings
+                    cand: Tensor,       # (K, G) candidate learning rates of each k
+                    steps: int, dev: torch.device, dtype: torch.dtype, progress: bool = False,
+                   ) -> Tensor:         # (K, G, T) σ₂/σ₁ after the last step of every (k, lr, trial)
+    "One round of `max_stable_lr`: every (k, lr, trial) descends in one packed program; σ₂/σ₁ at the end."
+    K, G, T = len(ks), cand.shape[1], x0[0].shape[0]
+    # pack (k, lr, trial) problems: rows of problem (ki, gi, ti) contiguous
+    rows, prob, lrs = [], [], []
+    for ki, k in enumerate(ks):
+        for gi in range(G):
+            for ti in range(T):
+                rows.append(x0[ki][ti]); prob.append(torch.full((k,), len(lrs))); lrs.append(cand[ki, gi])
+    xp = torch.cat(rows).to(dev)
+    pp = torch.cat(prob).to(dev)
+    lp = torch.stack(lrs).to(device=dev, dtype=dtype)
+    xf = packed_cosine_sum_descent(xp, pp, lp, steps, progress)
+    sv = torch.linalg.svdvals(unpack_rows(xf, pp, len(lrs)).double()).cpu()   # (K*G*T, k_max)
+    return (sv[:, 1] / sv[:, 0]).reshape(K, G, T)
+
 # %% ../../nbs/repro/02_toy_simulations.ipynb #30afabbd
 def max_stable_lr(ks: Sequence[int],          # numbers of class embeddings, each 2 < k <= dim
                   n_trials: int = 5,          # initial configurations per (k, lr) (paper: 5)
@@ -472,18 +482,7 @@ def max_stable_lr(ks: Sequence[int],          # numbers of class embeddings, eac
         j = torch.arange(G, dtype=torch.float64)
         frac = j / (G - 1) if r == 0 else (j + 1) / (G + 1)                    # round 0 includes both ends
         cand = lo[:, None] + (hi - lo)[:, None] * frac                        # (K, G)
-        # pack (k, lr, trial) problems: rows of problem (ki, gi, ti) contiguous
-        rows, prob, lrs = [], [], []
-        for ki, k in enumerate(ks):
-            for gi in range(G):
-                for ti in range(T):
-                    rows.append(x0[ki][ti]); prob.append(torch.full((k,), len(lrs))); lrs.append(cand[ki, gi])
-        xp = torch.cat(rows).to(dev)
-        pp = torch.cat(prob).to(dev)
-        lp = torch.stack(lrs).to(device=dev, dtype=dtype)
-        xf = packed_cosine_sum_descent(xp, pp, lp, steps, progress)
-        sv = torch.linalg.svdvals(unpack_rows(xf, pp, len(lrs)).double()).cpu()   # (K*G*T, k_max)
-        ratio = (sv[:, 1] / sv[:, 0]).reshape(K, G, T)
+        ratio = trials_sv_ratio(x0, ks, cand, steps, dev, dtype, progress)   # (K, G, T)
         col = (ratio < tol).any(-1)                                           # (K, G): some trial collapsed
         # index of the first collapse
         first = torch.where(col.any(-1), col.float().argmax(-1), torch.full((K,), G))
@@ -626,28 +625,9 @@ def random_groups(shape: tuple,           # leading shape (*b,)
     return pos // torch.as_tensor(m).expand(shape)[..., None]
 def _variant_name(family: str, c1: int, c2: int) -> str: return f'{family} ({c1},{c2})'
 
-# %% ../../nbs/repro/02_toy_simulations.ipynb #90132cd1
-def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c1, c2), family in LEE_FAMILIES
-                         n: int = 16,              # samples (positive pairs); n <= dim + 1
-                         dim: int = 16,            # embedding dimension d
-                         # mini-batch sizes m (each divides n); default [n]
-                         batch_sizes: Sequence[int] | None = None,
-                         vrns_weights: Sequence[float] = (0.0,),    # λ of L_VRNS (Def. 5.7)
-                         # 'fixed' (Thm 5.5) and/or 'reshuffled' (SGD)
-                         partitions: Sequence[str] = ('fixed',),
-                         n_seeds: int = 3,
-                         steps: int = 1000,        # Adam steps (cosine-annealed)
-                         lr: float = 0.1,          # initial Adam learning rate
-                         temperature: float = 0.5, # τ of L_info-sym
-                         scale: float = 2.0,       # t of L_ind-add (SigLIP's logit scale)
-                         bias: float = 0.0,        # b of L_ind-add
-                         seed: int = 0,
-                         device: str | torch.device = 'cpu',
-                         progress: bool = False,
-                        # s_pos, s_neg_mean, s_neg_var, s_neg_within over (variant, partition, m, vrns_weight,
-                        # seed)
-                        ) -> xr.Dataset:
-    "Optimize free unit embeddings under Lee et al.'s loss families, every setting and seed in one batched program."
+# %% ../../nbs/repro/02_toy_simulations.ipynb #e972862c
+def _lee_checked(variants, n, dim, batch_sizes, vrns_weights, partitions, n_seeds, steps, lr, temperature, scale):
+    "`free_embedding_sweep`'s arguments checked: the variants, batch sizes and partitions it runs."
     _check_int('n', n, 2); _check_int('dim', dim); _check_int('n_seeds', n_seeds); _check_int('steps', steps)
     check_positive('lr', lr); check_positive('temperature', temperature); check_positive('scale', scale)
     if n > dim + 1:
@@ -663,12 +643,53 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
     if bad: raise ValueError(f"batch_sizes must divide n = {n} and lie in [2, n]; got {bad}")
     for w in vrns_weights: check_positive('vrns_weights', w, strict=False)
     partitions = [check_choice('partitions', p, PARTITIONS) for p in partitions]
+    return variants, ms, partitions
+
+def _lee_dataset(st: dict, s_within: Tensor, variants, partitions, ms, vrns_weights, S: int, n: int,
+                 attrs: dict) -> xr.Dataset:
+    "`free_embedding_sweep`'s similarities as a dataset over (variant, partition, m, vrns_weight, seed)."
+    dims = ('variant', 'partition', 'm', 'vrns_weight', 'seed')
+    ds = xr.Dataset({k: (dims, t.cpu().numpy()) for k, t in
+                     dict(s_pos=st['s_pos'], s_neg_mean=st['s_neg_mean'], s_neg_var=st['s_neg_var'],
+                          s_neg_within=s_within).items()},
+                    coords=dict(variant=[_variant_name(*v) for v in variants], partition=partitions, m=ms,
+                                vrns_weight=[float(w) for w in vrns_weights], seed=np.arange(S)))
+    ds['target'] = xr.DataArray(-1 / (n - 1))
+    ds['target'].attrs.update(long_name='full-batch optimum of s_neg, -1/(n-1)')
+    ds['within_target'] = ('m', [-1 / (m - 1) for m in ms])
+    ds['var_lower_bound'] = ('m', [(n - m) / ((n - 1) ** 2 * (m - 1)) for m in ms])
+    ds['var_lower_bound'].attrs.update(
+        long_name='(n-m)/((n-1)^2 (m-1)): variance of the within-batch pairs alone at f*_batch')
+    ds['s_neg_within'].attrs.update(
+        long_name='mean cross-view similarity of negatives in the same (fixed) batch')
+    ds.attrs.update(attrs)
+    return ds
+
+# %% ../../nbs/repro/02_toy_simulations.ipynb #90132cd1
+def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c1, c2), family in LEE_FAMILIES
+                         n: int = 16,              # samples (positive pairs); n <= dim + 1
+                         dim: int = 16,            # embedding dimension d
+                         batch_sizes: Sequence[int] | None = None,  # mini-batch sizes m (dividing n); default [n]
+                         vrns_weights: Sequence[float] = (0.0,),    # λ of L_VRNS (Def. 5.7)
+                         partitions: Sequence[str] = ('fixed',),   # 'fixed' (Thm 5.5) and/or 'reshuffled' (SGD)
+                         n_seeds: int = 3,
+                         steps: int = 1000,        # Adam steps (cosine-annealed)
+                         lr: float = 0.1,          # initial Adam learning rate
+                         temperature: float = 0.5, # τ of L_info-sym
+                         scale: float = 2.0,       # t of L_ind-add (SigLIP's logit scale)
+                         bias: float = 0.0,        # b of L_ind-add
+                         seed: int = 0,
+                         device: str | torch.device = 'cpu',
+                         progress: bool = False,
+                        ) -> xr.Dataset:  # s_pos, s_neg_mean/var/within over (variant, partition, m, λ, seed)
+    "Optimize free unit embeddings under Lee et al.'s loss families, every setting and seed in one batched program."
+    variants, ms, partitions = _lee_checked(variants, n, dim, batch_sizes, vrns_weights, partitions, n_seeds,
+                                            steps, lr, temperature, scale)
     dev = get_device(device)
     V, Pt, M, L, S = len(variants), len(partitions), len(ms), len(vrns_weights), n_seeds
     B = (V, Pt, M, L, S)
     g = torch.Generator().manual_seed(int(seed))
-    # one set of initial embeddings and one fixed partition per seed, shared by every setting
-    # (common random numbers)
+    # initial embeddings and a fixed partition per seed, shared by every setting (common random numbers)
     w0 = torch.randn(S, 2, n, dim, generator=g)
     W = w0.expand(*B[:-1], -1, -1, -1, -1).clone().to(dev).requires_grad_()   # (V, Pt, M, L, S, 2, n, d)
     m_t = torch.tensor(ms, device=dev)[None, None, :, None, None]                  # (1, 1, M, 1, 1)
@@ -682,8 +703,7 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
     lam = torch.tensor([float(w) for w in vrns_weights], device=dev)[None, None, None, :, None]
     opt = torch.optim.Adam([W], lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    any_info, any_ind = bool(fam.any()), bool((~fam).any())
-    any_resh = 'reshuffled' in partitions
+    any_info, any_ind, any_resh = bool(fam.any()), bool((~fam).any()), 'reshuffled' in partitions
     for _ in tqdm(range(steps), disable=not progress, mininterval=1, leave=False):
         groups = torch.where(is_fixed, fixed, random_groups(B, n, torch.tensor(ms)[None, None, :, None, None],
                                                             g).to(dev)) if any_resh else fixed
@@ -703,22 +723,8 @@ def free_embedding_sweep(variants: Sequence[tuple[str, int, int]],  # (family, c
         within = (fixed[..., :, None] == fixed[..., None, :]) & ~torch.eye(n, dtype=torch.bool, device=dev)
         s_within = (s * within).sum((-2, -1)) / within.sum((-2, -1))
         s_within = torch.where(is_fixed[..., 0], s_within, torch.nan)
-    dims = ('variant', 'partition', 'm', 'vrns_weight', 'seed')
-    ds = xr.Dataset({k: (dims, t.cpu().numpy()) for k, t in
-                     dict(s_pos=st['s_pos'], s_neg_mean=st['s_neg_mean'], s_neg_var=st['s_neg_var'],
-                          s_neg_within=s_within).items()},
-                    coords=dict(variant=[_variant_name(*v) for v in variants], partition=partitions, m=ms,
-                                vrns_weight=[float(w) for w in vrns_weights], seed=np.arange(S)))
-    ds['target'] = xr.DataArray(-1 / (n - 1))
-    ds['target'].attrs.update(long_name='full-batch optimum of s_neg, -1/(n-1)')
-    ds['within_target'] = ('m', [-1 / (m - 1) for m in ms])
-    ds['var_lower_bound'] = ('m', [(n - m) / ((n - 1) ** 2 * (m - 1)) for m in ms])
-    ds['var_lower_bound'].attrs.update(
-        long_name='(n-m)/((n-1)^2 (m-1)): variance of the within-batch pairs alone at f*_batch')
-    ds['s_neg_within'].attrs.update(
-        long_name='mean cross-view similarity of negatives in the same (fixed) batch')
-    ds.attrs.update(n=n, dim=dim, steps=steps, lr=lr, temperature=temperature, scale=scale, bias=bias)
-    return ds
+    return _lee_dataset(st, s_within, variants, partitions, ms, vrns_weights, S, n,
+                        dict(n=n, dim=dim, steps=steps, lr=lr, temperature=temperature, scale=scale, bias=bias))
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #c96ff19c
 def judge_lee_thm51(ds: xr.Dataset,  # s_pos, s_neg_mean, s_neg_var over (variant, seed); attrs n
@@ -818,29 +824,9 @@ def linear_net(x: Tensor,       # inputs, (C, n, d)
         if any_relu: x = x + rmask[:, l] * (torch.relu(x) - x)
     return x
 
-# %% ../../nbs/repro/02_toy_simulations.ipynb #6bc484cd
-def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d)
-                             depth: Sequence[int], # layers of each configuration, 1..L
-                             relu: Sequence[bool], # ReLU between layers
-                             # (C, d) standard deviation of the additive noise per input dimension
-                             aug_std: Tensor,
-                             # which dataset (seed index) each configuration trains on
-                             config_seed: Sequence[int],
-                             steps: int = 10_000,  # SGD steps (official: 10 000)
-                             lr: float = 0.01,     # SGD learning rate (official case 2: 0.01)
-                             batch_size: int = 128,
-                             n_data: int = 10_000, # training inputs per dataset
-                             loss: str = 'eq2',    # 'eq2' or 'dot'
-                             temperature: float = 0.1,
-                             record_every: int = 100,
-                             n_eval: int = 2000,   # fresh inputs for the embedding spectrum
-                             # extra per-configuration coordinates (name -> values)
-                             coords: dict | None = None,
-                             seed: int = 0,
-                             device: str | torch.device = 'cpu',
-                             progress: bool = False,
-                            ) -> xr.Dataset:      # spectra over training, final alignment matrices
-    "Train many linear (or ReLU) contrastive networks at once with plain SGD and record their spectra (directclr §4–5)."
+# %% ../../nbs/repro/02_toy_simulations.ipynb #13cceb4a
+def _dclr_checked(W0, depth, relu, aug_std, config_seed, lr, loss, steps, batch_size, n_data, record_every, n_eval):
+    "`linear_contrastive_sweep`'s arguments checked; depth, relu and config_seed as tensors."
     C, L, d, _ = W0.shape
     depth_t, relu_t = torch.as_tensor(list(depth)), torch.as_tensor(list(relu), dtype=torch.bool)
     seed_t = torch.as_tensor(list(config_seed))
@@ -854,6 +840,55 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
                     ('record_every', record_every), ('n_eval', n_eval)):
         _check_int(name, v)
     check_positive('lr', lr); check_choice('loss', loss, DCLR_LOSSES)
+    return depth_t, relu_t, seed_t
+
+def _dclr_dataset(rec: dict, A: Tensor, W: Tensor, depth_t: Tensor, relu_t: Tensor, seed_t: Tensor,
+                  coords: dict | None, attrs: dict) -> xr.Dataset:
+    "`linear_contrastive_sweep`'s records as a dataset over configurations and records."
+    C, L, d, _ = W.shape
+    ds = xr.Dataset({
+        'weight_sv': (('config', 'record', 'layer', 'index'), torch.stack(rec['weight_sv'], 1).numpy()),
+        'emb_eig': (('config', 'record', 'index'), torch.stack(rec['emb_eig'], 1).numpy()),
+        'align_diag': (('config', 'record', 'index'), torch.stack(rec['align_diag'], 1).numpy()),
+        'loss': (('config', 'record'), torch.stack(rec['loss'], 1).numpy()),
+        'align': (('config', 'i', 'j'), A.numpy()),
+        'weight_end': (('config', 'layer', 'i', 'j'), W.detach().cpu().numpy()),
+    }, coords={'config': np.arange(C), 'record': np.arange(len(rec['step'])), 'step': ('record', rec['step']),
+               'layer': np.arange(L), 'index': np.arange(d), 'i': np.arange(d), 'j': np.arange(d),
+               'depth': ('config', depth_t.cpu().numpy()), 'relu': ('config', relu_t.cpu().numpy()),
+               'seed': ('config', seed_t.cpu().numpy())})
+    for name, values in (coords or {}).items(): ds = ds.assign_coords({name: ('config', list(values))})
+    ds['weight_sv'].attrs.update(long_name='singular values of each layer (layers beyond depth are unused)')
+    ds['emb_eig'].attrs.update(
+        long_name='eigenvalues of the embedding covariance on fresh inputs, descending')
+    ds['align'].attrs.update(long_name='|A| = |V2^T U1| after training (layers 1 and 2)')
+    ds['weight_end'].attrs.update(long_name='weights after training (row i: output, column j: input)')
+    ds.attrs.update(attrs)
+    return ds
+
+# %% ../../nbs/repro/02_toy_simulations.ipynb #6bc484cd
+def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d)
+                             depth: Sequence[int], # layers of each configuration, 1..L
+                             relu: Sequence[bool], # ReLU between layers
+                             aug_std: Tensor,      # (C, d) std of the additive noise per input dimension
+                             config_seed: Sequence[int],  # the dataset (seed index) each configuration trains on
+                             steps: int = 10_000,  # SGD steps (official: 10 000)
+                             lr: float = 0.01,     # SGD learning rate (official case 2: 0.01)
+                             batch_size: int = 128,
+                             n_data: int = 10_000, # training inputs per dataset
+                             loss: str = 'eq2',    # 'eq2' or 'dot'
+                             temperature: float = 0.1,
+                             record_every: int = 100,
+                             n_eval: int = 2000,   # fresh inputs for the embedding spectrum
+                             coords: dict | None = None,  # extra per-configuration coordinates (name -> values)
+                             seed: int = 0,
+                             device: str | torch.device = 'cpu',
+                             progress: bool = False,
+                            ) -> xr.Dataset:      # spectra over training, final alignment matrices
+    "Train many linear (or ReLU) contrastive networks at once with plain SGD and record their spectra (directclr §4–5)."
+    C, L, d, _ = W0.shape
+    depth_t, relu_t, seed_t = _dclr_checked(W0, depth, relu, aug_std, config_seed, lr, loss,
+                                            steps, batch_size, n_data, record_every, n_eval)
     dev = get_device(device)
     g = torch.Generator().manual_seed(int(seed))
     S = int(seed_t.max()) + 1
@@ -889,25 +924,8 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
         per = dclr_info_nce(z1, z2, loss, temperature)                                     # (C,)
         opt.zero_grad(); per.sum().backward(); opt.step()
         last = per.detach().cpu()
-    ds = xr.Dataset({
-        'weight_sv': (('config', 'record', 'layer', 'index'), torch.stack(rec['weight_sv'], 1).numpy()),
-        'emb_eig': (('config', 'record', 'index'), torch.stack(rec['emb_eig'], 1).numpy()),
-        'align_diag': (('config', 'record', 'index'), torch.stack(rec['align_diag'], 1).numpy()),
-        'loss': (('config', 'record'), torch.stack(rec['loss'], 1).numpy()),
-        'align': (('config', 'i', 'j'), A.numpy()),
-        'weight_end': (('config', 'layer', 'i', 'j'), W.detach().cpu().numpy()),
-    }, coords={'config': np.arange(C), 'record': np.arange(len(rec['step'])), 'step': ('record', rec['step']),
-               'layer': np.arange(L), 'index': np.arange(d), 'i': np.arange(d), 'j': np.arange(d),
-               'depth': ('config', depth_t.cpu().numpy()), 'relu': ('config', relu_t.cpu().numpy()),
-               'seed': ('config', seed_t.cpu().numpy())})
-    for name, values in (coords or {}).items(): ds = ds.assign_coords({name: ('config', list(values))})
-    ds['weight_sv'].attrs.update(long_name='singular values of each layer (layers beyond depth are unused)')
-    ds['emb_eig'].attrs.update(
-        long_name='eigenvalues of the embedding covariance on fresh inputs, descending')
-    ds['align'].attrs.update(long_name='|A| = |V2^T U1| after training (layers 1 and 2)')
-    ds['weight_end'].attrs.update(long_name='weights after training (row i: output, column j: input)')
-    ds.attrs.update(lr=lr, batch_size=batch_size, n_data=n_data, loss=loss, steps=steps, n_eval=n_eval)
-    return ds
+    return _dclr_dataset(rec, A, W, depth_t, relu_t, seed_t, coords,
+                         dict(lr=lr, batch_size=batch_size, n_data=n_data, loss=loss, steps=steps, n_eval=n_eval))
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #a32b9468
 # the parts' names, as the paper-effect registry keys them (nbs/00_paper.ipynb)
@@ -1006,3 +1024,16 @@ def judge_directclr_fig11(m: xr.Dataset,  # `fig11_measures`
     bt = m['by_training'].transpose('depth', 'relu', 'seed').values[depth == 1]
     return judge_all(parts + [Check('one layer: dimensions collapsed by training, most in a run', int(bt.max()), 0,
                                     fmt='g')])
+
+# %% ../../nbs/repro/02_toy_simulations.ipynb #ad86690b
+PROFILES = {
+    'smoke': {},
+    'cpu': dict(n_rho=6, n_phi=6, n_pairs=32, pit_seeds=2, clop_ks='3,4,5,6,8,10,15,20,30,50,75,100',
+                clop_trials=5, clop_grid=8, clop_rounds=4, clop_steps=1000, fig4_seeds=3, lee_n=16,
+                lee_steps=1500, lee_mb_steps=1000, lee_seeds=3, dclr_steps=2000, dclr_seeds=2),
+}
+PROFILES['gpu'] = dict(PROFILES['cpu'])
+PROFILES['paper'] = dict(PROFILES['cpu'], n_rho=10, n_phi=10, n_pairs=64, pit_seeds=3,
+                         clop_ks='3,4,5,6,7,8,10,12,15,20,25,30,40,50,60,70,80,90,100', clop_grid=8,
+                         clop_rounds=4, clop_steps=2000, fig4_seeds=5, lee_n=16, lee_steps=3000,
+                         lee_mb_steps=3000, lee_seeds=5, dclr_steps=10000, dclr_seeds=3)
