@@ -4,7 +4,7 @@
 
 # %% ../../nbs/repro/00b_results.ipynb #4e74a869
 from __future__ import annotations
-import datetime, json, math, os, subprocess
+import datetime, json, math, os, subprocess, sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable
@@ -18,8 +18,17 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 from .verdicts import Judgement
 
 # %% auto #0
-__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'parse_numbers', 'git_sha', 'parameter_values', 'SectionRun',
-           'load_result', 'live_frontend']
+__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'skip_iri_grammars', 'parse_numbers', 'git_sha',
+           'parameter_values', 'SectionRun', 'load_result', 'live_frontend']
+
+# %% ../../nbs/repro/00b_results.ipynb #0785d49c
+def skip_iri_grammars() -> bool:
+    "Keep `rfc3987_syntax` (jsonschema's IRI formats, ~3 CPU-s of grammar compiling) out of this process; True if done."
+    if 'jsonschema' in sys.modules or 'rfc3987_syntax' in sys.modules: return False   # too late, or wanted
+    sys.modules['rfc3987_syntax'] = None     # `import rfc3987_syntax` raises ImportError: jsonschema skips the format
+    return True
+
+skip_iri_grammars()
 
 # %% ../../nbs/repro/00b_results.ipynb #a19ba6f4
 # cpu-long: opt-in, the cpu profile with what its 20 minutes leave out where digits can test it (a section's
