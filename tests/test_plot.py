@@ -122,3 +122,11 @@ def test_an_older_or_collapsed_run_draws_what_it_has(runs, tmp_path):
     ds.attrs.update(status='collapsed', status_epoch=1)
     (tmp_path/'coll').mkdir(); ds.to_netcdf(tmp_path/'coll'/'run.nc', engine='h5netcdf')
     assert png_size(plot_run([tmp_path/'old', tmp_path/'coll'])) == (1600, 1000)
+
+
+def test_the_console_script_routes_plot(runs, tmp_path):
+    "`cosine-pitfalls plot RUN_DIR` is `main_plot` (its flags, its refusals, its exit codes)."
+    from cosine_pitfalls.repro.cli import main
+    assert main(['plot', str(runs/'plain'), '--out', str(tmp_path/'p.png')]) == 0
+    assert png_size(tmp_path/'p.png') == (1600, 1000)
+    assert main(['plot', str(tmp_path/'nowhere')]) == 2

@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser('train',
                    help='train one self-supervised run (cosine-pitfalls train --help lists its flags)',
                    add_help=False)
+    sub.add_parser('plot', help="draw a run's history as one PNG (cosine-pitfalls plot --help lists its flags)",
+                   add_help=False)
     return p
 
 def main(argv: list | None = None) -> int:
@@ -60,6 +62,9 @@ def main(argv: list | None = None) -> int:
     if argv[:1] == ['train']:  # the trainer has its own flags (one per config field)
         from cosine_pitfalls.train import main as train_main
         return train_main(argv[1:])
+    if argv[:1] == ['plot']:   # the picture of a run (library: `cosine_pitfalls.plot`)
+        from cosine_pitfalls.plot import main_plot
+        return main_plot(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if not str(args.out).strip(): raise ValueError("out: must name a folder; got ''")
