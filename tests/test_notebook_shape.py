@@ -9,7 +9,7 @@ import json, re
 import pytest
 
 from conftest import NBS
-from cosine_pitfalls.paper import NOTEBOOKS, PAPER, notebook_ids
+from cosine_pitfalls.repro.paper import NOTEBOOKS, PAPER, notebook_ids
 
 MAX_CELL = 60     # lines of any code cell
 # lines of a parameters cell, one a parameter. The brief asked for 25; 05b's 55 parameters are each set by a profile
