@@ -79,7 +79,7 @@ def damaged(id: str, h: str, out: Path, manifest: dict) -> str | None:
 # %% ../../nbs/repro/92_execute.ipynb #40461446
 class _Interrupted(KeyboardInterrupt): pass
 
-def _on_term(signum, frame): raise _Interrupted(f'signal {signum}')
+def _on_term(signum, frame): raise _Interrupted()   # no notebook kept yet: the CLI's message names none
 
 def sweep_tmp(out: Path) -> list[Path]:
     "Delete the temporaries under `out` of this process or of writers that are gone (`utils.stale_tmp`)."

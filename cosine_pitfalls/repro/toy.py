@@ -928,7 +928,7 @@ def linear_contrastive_sweep(W0: Tensor,          # initial weights, (C, L, d, d
                          dict(lr=lr, batch_size=batch_size, n_data=n_data, loss=loss, steps=steps, n_eval=n_eval))
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #a32b9468
-# the parts' names, as the paper-effect registry keys them (nbs/00_paper.ipynb)
+# the parts' names, as the paper-effect registry keys them (nbs/repro/00_paper.ipynb)
 FIG3_SLOPE = 'log₁₀ ‖W_noised‖/‖W_clean‖: slope over k'
 FIG3_GAP = 'σ gap at the largest k − at k = 0'
 
