@@ -31,9 +31,9 @@ __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATUR
            'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr',
            'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'read_checkpoint',
            'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
-           'subset_classes', 'run_ids', 'check_run_dir', 'pin_threads', 'train', 'DeviceChoices', 'device_choices',
-           'embedding_width', 'check_data', 'run_environment', 'sweep_configs', 'sweep', 'train_parser',
-           'config_from_args', 'main']
+           'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads', 'train', 'DeviceChoices',
+           'device_choices', 'embedding_width', 'check_data', 'run_environment', 'sweep_configs', 'sweep',
+           'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/library/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -488,11 +488,21 @@ def run_ids(out: Path) -> dict[str, str | None]:
     if (out/CHECKPOINT).exists(): ids[CHECKPOINT] = read_checkpoint(out/CHECKPOINT).get('run_id')
     return ids
 
-def check_run_dir(out: str | Path,  # the run's folder (train's out_dir)
-                  run_id: str,      # the run about to train there
+def config_changes(old: dict,  # a run's config.json (asdict of its TrainConfig, with run_id)
+                   new: dict,  # the run about to train (asdict of its TrainConfig)
+                  ) -> list[str]:
+    "The fields that make two runs different runs, as 'name old → new' (NOT_IDENTITY fields and run_id left out)."
+    keys = [k for k in dict.fromkeys([*new, *old]) if k not in NOT_IDENTITY and k != 'run_id']
+    norm = lambda v: list(v) if isinstance(v, tuple) else v              # JSON has lists where the config has tuples
+    return [f"{k} {old.get(k, '(none)')!r} → {new.get(k, '(none)')!r}" for k in keys
+            if norm(old.get(k, '(none)')) != norm(new.get(k, '(none)'))]
+
+def check_run_dir(out: str | Path,          # the run's folder (train's out_dir)
+                  run_id: str,              # the run about to train there
+                  config: dict | None = None,  # its fields (asdict of its TrainConfig): named where they differ
                  ) -> None:
-    """Before any compute: `out` is (or can be made) a writable folder holding no other run; its leftover
-    temporaries (of writers that are gone) are deleted."""
+    """Before any compute: `out` is (or can be made) a writable folder holding no other run (the refusal names
+    the fields that differ); its leftover temporaries (of writers that are gone) are deleted."""
     out = Path(out); made, p = [], out
     while not p.exists(): made.append(p); p = p.parent
     if not p.is_dir(): raise ValueError(f"out: {str(p)!r} is not a folder")
@@ -514,7 +524,12 @@ def check_run_dir(out: str | Path,  # the run's folder (train's out_dir)
     other = {f: i for f, i in run_ids(out).items() if i != run_id}
     if other:
         f, i = next(iter(other.items()))
-        raise ValueError(f"out: {str(out)!r} holds another run ({f} of run {i}); this is run {run_id}: "
+        why = ''
+        if config is not None and (out/CONFIG).exists():                     # run_ids has read it: valid JSON
+            diff = config_changes(json.loads((out/CONFIG).read_text(encoding='utf-8')), config)
+            why = (f"; fields that differ: {', '.join(diff)}" if diff else
+                   "; the same fields, trained by other code (the engine's sources changed since)")
+        raise ValueError(f"out: {str(out)!r} holds another run ({f} of run {i}); this is run {run_id}{why}: "
                          "give a fresh --out")
 
 # %% ../nbs/library/17_train.ipynb #17a00022
@@ -535,7 +550,7 @@ def train(cfg: TrainConfig,            # the run (validated)
     "Train one configuration; resume from its checkpoint, or return its finished result, when the run id matches."
     cfg.validate()
     out = Path(cfg.out_dir) if cfg.out_dir else None
-    if out is not None: check_run_dir(out, cfg.run_id())       # before any compute
+    if out is not None: check_run_dir(out, cfg.run_id(), asdict(cfg))   # before any compute
     rank, world, dev, joined = _init_distributed(cfg)
     old_threads = torch.get_num_threads()
     try:

@@ -124,6 +124,7 @@ def test_train_folder_of_another_run_is_refused(tmp_path):
     t0 = time.time()
     r = run_cli('train', '--method', 'byol', '--epochs', '1', '--steps-per-epoch', '2', *SMALL, '--out', out)
     assert r.returncode == 2 and f'of run {rid}' in r.stderr and 'this is run ' in r.stderr, r.stderr
+    assert "fields that differ: method 'simclr' → 'byol'" in r.stderr, r.stderr        # issue 28: not hashes only
     assert 'fresh --out' in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert tree(out) == before and time.time() - t0 < 60
 
@@ -145,6 +146,46 @@ def test_damaged_result_file_is_recomputed(done1, tmp_path, damage):
     assert len(m['runs']) == runs0 + 1
     why = m['results']['clop.thm1']['recomputed_because']
     assert why.startswith('results/clop.thm1.nc ') and ('missing' if damage == 'delete' else 'open') in why
+
+
+@pytest.mark.parametrize('damage', ['truncate', 'delete a table'])
+def test_list_and_report_notice_a_damaged_result(done1, tmp_path, damage):
+    """`list` and `report` check "done" as `reproduce` does (issue 28): a result whose file is cut short or gone is
+    listed as damaged, naming the file; `report` shows the row as damaged, says why, and exits 1."""
+    base, nbs, src, env, _ = done1
+    out = tmp_path/'out'; shutil.copytree(src, out)
+    if damage == 'truncate': os.truncate(out/'results'/'clop.thm1.nc', 3000); bad = 'results/clop.thm1.nc does not open'
+    else: (out/'tables'/'clop.thm1.csv').unlink(); bad = 'tables/clop.thm1.csv missing'
+    r = run_main('list', '--out', out, '--nbs', nbs)
+    row = next(l for l in r.stdout.splitlines() if l.startswith('clop.thm1 '))
+    assert r.returncode == 0 and f'damaged ({bad}' in row, (r.stderr, row)
+    r = run_main('report', '--out', out, '--nbs', nbs)
+    assert r.returncode == 1 and f'cosine-pitfalls: error: clop.thm1: damaged ({bad}' in r.stderr, r.stderr
+    row = next(l for l in (out/'report.md').read_text().splitlines() if l.startswith('| `clop.thm1`'))
+    assert '| damaged |' in row and bad in row, row
+
+
+def test_a_page_that_cannot_be_written_is_an_error(done1, tmp_path):
+    """A full disk when a notebook's page is written (here: its place taken by a folder, so writing it fails):
+    `reproduce` and `report` write the rest, say which page is missing, and exit 1 (issue 28: they exited 0)."""
+    base, nbs, src, env, _ = done1
+    out = tmp_path/'out'; shutil.copytree(src, out)
+    (out/PAGE).unlink(); (out/PAGE).mkdir(); os.utime(out/PAGE, (0, 0))   # older than its notebook
+    for cmd in (ONE, ['report']):
+        r = run_main(*cmd, '--out', out, '--nbs', nbs)
+        assert r.returncode == 1 and f'cosine-pitfalls: error: {PAGE} not written (' in r.stderr, r.stderr
+        assert 'Traceback' not in r.stderr and (out/'report.md').exists()
+
+
+def test_refusals_before_the_folder_is_touched(tmp_path):
+    "`list --out FILE` and `report --nbs /nonexistent` are refused, and the output folder is left as it was."
+    f = tmp_path/'afile'; f.write_text('x')
+    r = run_main('list', '--out', f)
+    assert r.returncode == 2 and f"out: '{f}' is not a folder" in r.stderr and r.stdout == '', (r.stdout, r.stderr)
+    out = tmp_path/'out'; out.mkdir(); (out/'manifest.json').write_text('{"results": {}}'); before = tree(out)
+    r = run_main('report', '--out', out, '--nbs', '/nonexistent')
+    assert r.returncode == 2 and "nbs: '/nonexistent' is not a folder" in r.stderr, r.stderr
+    assert tree(out) == before and not (out/'.lock').exists()
 
 
 # 5. checkpoints that cannot execute code

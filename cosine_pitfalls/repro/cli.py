@@ -20,7 +20,7 @@ from .execute import *
 from .execute import _Interrupted
 
 # %% auto #0
-__all__ = ['main']
+__all__ = ['holes', 'main']
 
 # %% ../../nbs/repro/94_cli.ipynb #8aa29742
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
                    add_help=False)
     return p
 
+def holes(problems: list[str]) -> int:
+    "Exit code 1, each problem said on stderr, where the report has a hole (a page not written, a damaged result); else 0."
+    for p in problems: print(f'cosine-pitfalls: error: {p}', file=sys.stderr)
+    return 1 if problems else 0
+
 def main(argv: list | None = None) -> int:
     "Entry point of the `cosine-pitfalls` console script."
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -69,6 +74,8 @@ def main(argv: list | None = None) -> int:
     try:
         if not str(args.out).strip(): raise ValueError("out: must name a folder; got ''")
         if args.cmd == 'list':
+            if Path(args.out).exists() and not Path(args.out).is_dir():
+                raise ValueError(f"out: {str(args.out)!r} is not a folder (give the folder a reproduction wrote to)")
             nbs = find_nbs(args.nbs)
             rows = [(i, status(i, Path(args.out), nbs)[0]) for i in PAPER]   # a damaged manifest: before output
             print(f"{'ID':<24} {'notebook':<30} status")
@@ -76,10 +83,13 @@ def main(argv: list | None = None) -> int:
             sys.stdout.flush()
             return 0
         if args.cmd == 'report':
+            nbs = find_nbs(args.nbs)                                      # refused before the folder is touched
             out = check_out(args.out, create=False); read_manifest(out)   # a damaged one: before the lock
-            with lock_out(out, 'report'): paths = write_reports(out, args.nbs)
+            problems = []
+            with lock_out(out, 'report'): paths = write_reports(out, nbs, problems)
             for p in paths: print(p)
-            return 0
+            problems += [f'{i}: {st}' for i in PAPER if (st := status(i, out, nbs)[0]).startswith('damaged')]
+            return holes(problems)
         if args.preflight:
             from cosine_pitfalls.repro.preflight import cli as preflight_cli
             return preflight_cli(args.profile, args.only, args.section, args.param, args.nbs)

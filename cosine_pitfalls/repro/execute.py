@@ -216,8 +216,9 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
     with lock_out(out, f'reproduce --profile {profile}'):
         manifest = read_manifest(out)
         code = _reproduce(jobs, out, manifest, force, own_notebooks(nbs), progress)
-        write_reports(out, nbs)
-    return code
+        problems = []; write_reports(out, nbs, problems)        # a page the report links, not written: exit 1
+    for p in problems: print(f'cosine-pitfalls: error: {p}', file=sys.stderr)
+    return code or int(bool(problems))
 
 def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, progress: bool) -> int:
     from tqdm.auto import tqdm

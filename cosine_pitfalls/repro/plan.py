@@ -155,8 +155,12 @@ def plan(profile: str = 'cpu',            # smoke | cpu | cpu-long | gpu | paper
         ids = [i for s in chosen for i in section_ids(s)]
         missing = [s for s in chosen if not exists(s)]
         if missing and sections:
-            raise ValueError(f"section(s) {missing} are not yet implemented (no notebook in {nbs})")
+            files = [n.file for s in missing for n in SECTIONS[s].notebooks]
+            raise ValueError(f"nbs: the folder {nbs} lacks the notebook(s) of section(s) {missing}: {files}")
     todo = [i for i in ids if not implemented(i, nbs)]
+    lacking = {notebook_of(i).file for i in todo if not notebook_path(notebook_of(i).file, nbs).exists()}
+    if only and lacking:
+        raise ValueError(f"nbs: the folder {nbs} lacks {sorted(lacking)}, the notebook(s) of {todo}")
     if only and todo:
         raise ValueError(f"result(s) {todo} are not yet implemented; see `cosine-pitfalls list`")
     ids = [i for i in ids if i not in todo]
@@ -164,6 +168,11 @@ def plan(profile: str = 'cpu',            # smoke | cpu | cpu-long | gpu | paper
     if any(len(p) != 2 or not p[0] for p in pairs):
         raise ValueError(
             f"parameters are given as -p name=value; got {[o for o in overrides if '=' not in o]}")
+    names = [n for n, _ in pairs]
+    twice = list(dict.fromkeys(n for n in names if names.count(n) > 1))
+    if twice:                                   # argparse keeps both; the last would win silently
+        raise ValueError(f"parameter(s) {twice} given more than once "
+                         f"({', '.join('-p ' + o for o in overrides if o.split('=', 1)[0] in twice)}); give each once")
     jobs = []
     files = [f for f in NOTEBOOKS if any(notebook_of(i).file == f for i in ids)]        # paper-map order
     for f in files:

@@ -239,7 +239,9 @@ def render_html(executed: str | Path,  # an executed notebook
     body, _ = exporter.from_notebook_node(nb, resources={'metadata': {'name': Path(executed).stem}})
     return atomic_write_text(dest, anchor_ids(body))
 
-def render_missing(out: str | Path) -> list[Path]:
+def render_missing(out: str | Path,
+                   problems: list | None = None,  # gets one line per page that could not be written
+                  ) -> list[Path]:
     "Render each executed notebook under `out/runs/` whose HTML is missing or older than it; return what was written."
     done = []
     for nb in sorted((Path(out)/'runs').glob('[!.]*.ipynb')):
@@ -248,17 +250,24 @@ def render_missing(out: str | Path) -> list[Path]:
         if dest.exists() and dest.stat().st_mtime >= nb.stat().st_mtime: continue
         try: done.append(render_html(nb, dest))
         except Exception as e:                       # a page that cannot be rendered must not cost the report
-            print(f'cosine-pitfalls: could not render {nb.name}: {type(e).__name__}: {e}', file=sys.stderr)
+            why = f'{Path(dest).relative_to(out)} not written ({type(e).__name__}: {e})'
+            if problems is None: print(f'cosine-pitfalls: {why}', file=sys.stderr)
+            else: problems.append(why)                 # the caller says it, and exits 1: a linked page is missing
     return done
 
 # %% ../../nbs/repro/91_report.ipynb #e900a9a6
 def status(id: str, out: Path, nbs: Path) -> tuple[str, dict | None]:
-    "Status of one ID in `out`, with its registered summary if any."
+    """Status of one ID in `out`, with its registered summary if any: 'reproduced (profile)' only where every file
+    the summary names opens (as `reproduce` checks it), 'damaged (which file, why)' otherwise."""
     out = Path(out)
     entry = read_manifest(out).get('results', {}).get(id)
     summ = _summary(out, id)                                 # a damaged summary counts as none
     if entry and entry.get('status') != 'ok': return f"failed ({entry.get('profile')})", summ
-    if summ: return f"reproduced ({summ['profile']})", summ
+    if summ or (out/'results'/f'{id}.json').exists():          # registered: whole only if every file is
+        why = result_problem(id, out)
+        return (f"damaged ({why}: `reproduce` computes it again)", None) if why else (f"reproduced ({summ['profile']})", summ)
+    p = notebook_path(notebook_of(id).file, nbs)
+    if not p.exists(): return f"no notebook (the folder {nbs} lacks {p.name})", None
     return ('not run' if implemented(id, nbs) else 'not yet implemented'), None
 
 def _cell(s) -> str: return ' '.join(str(s).split()).replace('|', '\\|')
@@ -288,6 +297,7 @@ def report_rows(out: Path,   # the output folder
                 r['figure'] = next((f for f in r['files'] if f.startswith('figures/')), None)
             else:
                 r.update(verdict=st.split(' (')[0], ours='', scale='')
+                if st.startswith(('damaged', 'no notebook')): r['ours'] = st.split(' (', 1)[1][:-1]
                 if st.startswith('failed'):
                     e = man['results'][i]['error'] or {}
                     how = 'interrupted' if man['results'][i].get('status') == 'interrupted' else 'failed'
@@ -360,7 +370,7 @@ def report_header(man: dict,               # the manifest
             'cell; the totals count them. '
             'An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
             "(Holm across the claim's parts), and never below one test image. "
-            '`not run`, `failed` and `not yet implemented` mean there is no number of ours.', '',
+            '`not run`, `failed`, `damaged`, `no notebook` and `not yet implemented` mean there is no number of ours.', '',
             *SCALE_NOTE, '',
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
             f"updated {man.get('updated', 'n/a')}", '', *envs, *([''] if envs else [])]
@@ -477,7 +487,8 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
              '<p>A fragile verdict shows as, e.g., <code>agree (fragile)</code>, its deciding part and margin at the end '
              'of the ours cell and on the verdict (hover); the totals count them. An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
              "(Holm across the claim's parts), and never below one test image. <code>not run</code>, "
-             '<code>failed</code> and <code>not yet implemented</code> mean there is no number of ours.</p>',
+             '<code>failed</code>, <code>damaged</code>, <code>no notebook</code> and <code>not yet implemented</code> mean '
+             'there is no number of ours.</p>',
              *[f'<p>{_inline(s)}</p>'.replace('**', '') for s in SCALE_NOTE],
              f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
              f"{e(str(env.get('device', 'n/a')))}; "
@@ -540,8 +551,10 @@ def report_problems(page: str | Path,  # report.html (or any page whose local re
                 problems.append(f'link {href}: no such anchor')
     return problems
 
-def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None) -> list[Path]:
+def write_reports(out: str | Path = 'outputs', nbs: str | Path | None = None,
+                  problems: list | None = None,  # gets one line per notebook page that could not be written
+                 ) -> list[Path]:
     "Render the executed notebooks not yet rendered, then write `report.html` and `report.md` from the files on disk."
-    render_missing(out)
+    render_missing(out, problems)
     html_path = write_report_html(out, nbs)
     return [write_report(out, nbs), html_path]
