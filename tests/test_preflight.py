@@ -24,6 +24,7 @@ def test_gpu_profile_of_section_4_steps_every_path():
     assert rep.runs == rep.distinct > len(rep.paths) >= 6 and all(p.step_s and p.step_s > 0 for p in rep.paths)
     assert rep.seconds['04_directclr'] > 0 and rep.largest[1]['total'] > rep.largest[1]['model'] > 0
     assert 'stepped at batch <= 4, side <= 8 px' in pf.report_text(rep)      # the reduction is said
+    assert rep.reference['04_directclr'] > 0 and 'estimated on one NVIDIA H100 (80 GB)' in pf.report_text(rep)   # issue 27.4
 
 
 def test_paper_profile_plans_imagenet_and_tiny_imagenet_runs():

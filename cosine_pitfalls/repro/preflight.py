@@ -4,7 +4,7 @@
 
 # %% ../../nbs/repro/93_preflight.ipynb #8def56e9
 from __future__ import annotations
-import dataclasses, importlib, inspect, math, os, shutil, sys, tempfile, time
+import dataclasses, importlib, inspect, math, os, re, shutil, sys, tempfile, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,9 +19,10 @@ from ..train import (DeviceChoices, TrainConfig, _channels, build_model, check_d
                                    device_choices, train)
 
 # %% auto #0
-__all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'fill_placeholders', 'DataInfo', 'data_info',
-           'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate', 'CodePath',
-           'PreflightReport', 'preflight', 'step_flops', 'report_text', 'cli', 'ddp_check']
+__all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'H100', 'fill_placeholders', 'DataInfo',
+           'data_info', 'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate', 'CodePath',
+           'PreflightReport', 'preflight', 'step_flops', 'report_text', 'cli', 'reference_rates', 'add_reference',
+           'reference_lines', 'reference_cost', 'ddp_check']
 
 # %% ../../nbs/repro/93_preflight.ipynb #f4df195c
 STAND_INS = {   # an absent dataset: (training images, test images, classes), the sizes of the real one
@@ -206,6 +207,8 @@ class PreflightReport:
     notes: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)      # notebook -> estimated training seconds on this device
     rates: dict = field(default_factory=dict)        # backbone -> (FLOP/s measured, how): the time estimate's basis
+    reference: dict = field(default_factory=dict)    # notebook -> seconds on the reference H100 (`H100`), trainer's rate
+    costly: list = field(default_factory=list)       # (seconds on the reference H100, run): where its time goes
     largest: tuple | None = None                     # (run, GiB dict)
     resume: str = ''
 
@@ -392,6 +395,7 @@ def _estimate(rep: PreflightReport, batch_cap, side_cap, budget_gib, cuda_path, 
         if p.error: continue
         for name, cfg, info in p.runs:
             nb = name.split('[')[0]
+            if p.flops: add_reference(rep, name, cfg, info, p.flops)
             step = _step_seconds(rep, p, cfg, info)
             if step is None: continue                                        # no rate for its backbone: no estimate
             rep.seconds[nb] = rep.seconds.get(nb, 0.0) + step * _real_steps(cfg, info)
@@ -485,6 +489,7 @@ def report_text(rep: PreflightReport) -> str:
                      f"probes and data loading not counted)")
         lines += [f"  rate: {r / 1e9:.1f} GFLOP/s, {how}" for r, how in rep.rates.values()]
     lines += [f"  {nb}: {_hours(s)}" for nb, s in rep.seconds.items()]
+    lines += reference_lines(rep)
     if rep.largest:
         n, m = rep.largest
         how = 'estimated' if rep.device.startswith('cpu') else 'estimated (the steps measured peaks of up to '\
@@ -503,6 +508,57 @@ def cli(profile: str, only=None, sections=None, overrides=None, nbs=None, **kw) 
     rep = preflight(profile, only, sections, overrides, nbs, log=lambda s: print(s, flush=True), **kw)
     print(report_text(rep)); print(f'preflight took {time.time() - t0:.0f} s')
     return 1 if rep.failures else 0
+
+# %% ../../nbs/repro/93_preflight.ipynb #63fa78e3
+H100 = dict(   # one H100, measured (issue 27, point 4): what a profile costs there, said on any machine
+    device='one NVIDIA H100 (80 GB)', date='2026-11-25', torch='2.14.1+cu130', cuda='13.0',
+    run='SimCLR, ResNet-18 (CIFAR stem), 32 px, batch 512, bf16 autocast + channels-last',
+    source='benchmarks/train_throughput.py --config cifar: the trainer and the model step, side by side in one run',
+    trainer_img_s=14_456, model_step_img_s=24_497,
+    flops_per_image=6_673_668_096.0)   # step_flops of that run (matmul/conv, forward + backward, both views)
+
+def reference_rates(ref: dict = H100) -> tuple[float, float]:
+    "FLOP/s of the reference device in our trainer and in the model step alone: images/s × FLOPs per image."
+    return ref['trainer_img_s'] * ref['flops_per_image'], ref['model_step_img_s'] * ref['flops_per_image']
+
+def add_reference(rep: PreflightReport, name: str, cfg: TrainConfig, info: DataInfo,
+                  flops: tuple,           # `step_flops` of the run's model: (f0, f1)
+                  ref: dict = H100) -> None:
+    "Price one run on the reference device at its trainer's FLOP rate: steps × batch × FLOPs per image at its side."
+    s = _real_steps(cfg, info) * cfg.batch_size * (flops[0] + flops[1] * info.side ** 2) / reference_rates(ref)[0]
+    nb = name.split('[')[0]
+    rep.reference[nb] = rep.reference.get(nb, 0.0) + s; rep.costly.append((s, name))
+
+def reference_lines(rep: PreflightReport, ref: dict = H100, goal_h: float = 4.0) -> list[str]:
+    "What the profile costs on the reference device: in total, per notebook, its costliest runs, against the goal."
+    if not rep.reference: return []
+    (tr, ms), tot = reference_rates(ref), sum(rep.reference.values())
+    groups = {}                                    # a run's setting, its seeds summed: where the time goes
+    for s, n in rep.costly:
+        k = re.sub(r'(, )?seed=\d+', '', n).replace('[, ', '['); groups[k] = groups.get(k, 0.0) + s
+    top = sorted(((s, k) for k, s in groups.items()), reverse=True)[:5]
+    return [f"estimated on {ref['device']}, from rates measured there on {ref['date']} (torch {ref['torch']}, CUDA "
+            f"{ref['cuda']}; {ref['run']}: {ref['trainer_img_s']:,} img/s in our trainer, {ref['model_step_img_s']:,} "
+            f"for the model step alone, i.e. {tr / 1e12:.1f} and {ms / 1e12:.1f} TFLOP/s of matmul/conv, assumed for "
+            f"every run): {_hours(tot)} at the trainer's rate, {_hours(tot * tr / ms)} at the model step's pace "
+            f"(optimizer steps only)"] \
+        + [f"  {nb}: {_hours(s)}" for nb, s in rep.reference.items()] \
+        + [f"  costliest settings there (seeds summed): " + '; '.join(f'{n} {_hours(s)}' for s, n in top),
+           f"  goal <= {goal_h:g} GPU-hours on one H100: " + ('met' if tot <= goal_h * 3600
+                                                             else f'over by {_hours(tot - goal_h * 3600)}')]
+
+def reference_cost(profile: str = 'gpu', only: list | None = None, sections: list | None = None,
+                   overrides: list | None = None, nbs: str | Path | None = None) -> PreflightReport:
+    "A profile's cost on the reference device without stepping anything: its runs planned, each model's FLOPs counted."
+    rep, flops = PreflightReport(profile, 'cpu (nothing stepped)', 'planned and counted only'), {}
+    tmp = Path(tempfile.mkdtemp(prefix='preflight-'))
+    try:
+        for name, cfg, info in _plan(profile, only, sections, overrides, nbs, tmp, rep):
+            k = _flops_key(cfg, info)
+            if k not in flops: flops[k] = step_flops(cfg, info, small_data(info, 4, min(info.side, 16), cfg.seed))
+            add_reference(rep, name, cfg, info, flops[k])
+    finally: shutil.rmtree(tmp, ignore_errors=True)
+    return rep
 
 # %% ../../nbs/repro/93_preflight.ipynb #bb203d9c
 def _ddp_worker(rank: int, world: int, port: int, kw: dict, data: ImageData, q) -> None:
