@@ -12,11 +12,11 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from .verdicts import (TESTS, Judgement, Comparison, Untested, detectable_effect, judge_all, judge_bound,
-                                            judge_claim, judge_within)
+from .verdicts import (TESTS, Judgement, Comparison, Untested, detectable_effect, judge_all,
+                                            judge_bound, judge_claim, judge_within)
 from .results import parse_numbers
 from ..methods import EMA_METHODS, PUBLISHED
-from .paper import EFFECTS
+from .paper import EFFECTS, PAPER
 from ..data import eval_images
 from ..diagnostics import ema_drift
 from ..evaluation import kfold_probe
@@ -28,8 +28,8 @@ __all__ = ['CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'UNTESTAB
            'decay_exposure', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'trained_ids', 'data_needs',
            'plan_runs', 'all_images', 'z_width', 'group_ema', 'mse', 'drift_text', 'ProbeCache', 'probe_baselines',
            'base_text', 'mean_sd', 'chance_band', 'effect_of', 'cells', 'detect_text', 'judge_untested',
-           'transient_collapse', 'judge_collapse', 'judge_table1', 'table1_norms', 'report_table1', 'ours_table1',
-           'detect_table1', 'paper_epoch', 'judge_table2', 'report_table2', 'table3_key', 'judge_table3',
+           'untested_report', 'transient_collapse', 'judge_collapse', 'judge_table1', 'table1_norms', 'report_table1',
+           'ours_table1', 'detect_table1', 'paper_epoch', 'judge_table2', 'report_table2', 'table3_key', 'judge_table3',
            'report_table3', 'judge_table4', 'report_table4', 'judge_cut_grid', 'heatmap', 'judge_fig3', 'norms_by_wd',
            'report_fig3', 'antipodal_concentration', 'pair_panel', 'judge_fig4', 'report_fig4', 'mean_knn',
            'judge_fig5', 'fig5_arms', 'table_fig5', 'plot_fig5', 'ours_fig5', 'detect_fig5', 'judge_lee',
@@ -327,7 +327,7 @@ class ProbeCache:
             self.probed[c.out_dir] = (r['accuracy'], r['logloss'], self.drift(cfg, model))
         return self.probed[c.out_dir]
 
-    def add(self, ds: xr.Dataset,  # the sweep's result (setting, seed, …); gains probe_cv, probe_cv_logloss, target_drift
+    def add(self, ds: xr.Dataset,  # the sweep's result (setting, seed, …): gains probe_cv, target_drift, …
             runs: list,            # the plan's runs: (coords, TrainConfig) each
             names: list,           # the settings to probe
            ) -> xr.Dataset:        # `ds`, filled in place
@@ -431,6 +431,17 @@ def judge_untested(id: str, why: str) -> Judgement:
     "A result this profile does not train: one `Untested` part, `inconclusive` with what it would need."
     return judge_all([Untested(f'{id}: not trained at this profile', why)])
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #98780c1f
+def untested_report(id: str,       # a result ID among `UNTESTABLE`
+                    profile: str,  # the profile that judges it by scale alone
+                   ) -> tuple:     # (table, judgement, ours, detect)
+    "What an ID this profile does not train registers: `inconclusive` (one `Untested` part), with what it would need."
+    why = UNTESTABLE[id]
+    j = judge_untested(id, why)
+    return (pd.DataFrame({id: {'paper': PAPER[id].paper[:200] + '…', 'needs': why}}).T, j,
+            f"{j.label}: not trained at the {profile} profile; the claim needs {why}.",
+            f'not testable at this scale: needs {why}')
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #db7c301e
 BEST_WD_T1 = {'simclr': 5e-4, 'simsiam': 5e-4, 'byol': 5e-3}   # the paper's best λ of Table 1, per method
 COLLAPSE_WD = 0.05      # the λ Table 1 prints at chance (k-nn 10.0, ‖z‖ 0.0) for every method
@@ -529,7 +540,7 @@ def report_table1(t1: xr.Dataset,   # Table 1's runs of one dataset: dims model,
                   title: str,       # the scale, in the figure's title
                   methods: tuple = CORE,
                  ) -> tuple:        # (the table, the figure)
-    "Table 1, ours: kNN, probe, ‖z‖ at the end, min std of ẑ and status per (method, λ); kNN, ‖z‖ by λ and over training."
+    "Table 1, ours: kNN, probe, ‖z‖, min std of ẑ and status per (method, λ); kNN and ‖z‖ by λ, ‖z‖ over training."
     zn, knn = {m: t1[norms[m] or 'z_norm_mean'].sel(epoch=epoch) for m in methods}, t1.final_knn_top1
     rows = {(m, f'{lam:g}'): {
         'kNN top-1': mean_sd(knn.sel(model=m, wd=lam)),
