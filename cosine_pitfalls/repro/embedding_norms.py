@@ -4,27 +4,36 @@
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #a85af8ae
 from __future__ import annotations
-import math
+import dataclasses, math, time
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 import xarray as xr
 
-from .verdicts import TESTS, Judgement, Comparison, Untested, judge_all, judge_bound, judge_claim, judge_within
+from .verdicts import (TESTS, Judgement, Comparison, Untested, detectable_effect, judge_all,
+                                            judge_bound, judge_claim, judge_within)
 from .results import parse_numbers
 from ..methods import EMA_METHODS, PUBLISHED
-from .paper import EFFECTS
-from ..train import TrainConfig, sweep_configs
+from .paper import EFFECTS, PAPER
+from ..data import eval_images
+from ..diagnostics import ema_drift
+from ..evaluation import kfold_probe
+from ..train import TrainConfig, build_model, calibrate_bn, encode, load_model, sweep_configs
 
 # %% auto #0
 __all__ = ['CORE', 'CUT_DEFAULT', 'ROLES', 'GROUP_ROLES', 'ID_GROUPS', 'UNTESTABLE', 'ACC_MIN_STEPS', 'BEST_WD_T1', 'COLLAPSE_WD',
            'PAPER_TRAIN_IMAGES', 'NEGLIGIBLE_SHARE', 'CUT_SIGNS', 'PAPER_WDS', 'PROFILES', 'ema_for_steps',
            'decay_exposure', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup', 'trained_ids', 'data_needs',
-           'plan_runs', 'mean_sd', 'chance_band', 'effect_of', 'cells', 'detect_text', 'judge_untested',
-           'transient_collapse', 'judge_collapse', 'judge_table1', 'paper_epoch', 'judge_table2', 'table3_key',
-           'judge_table3', 'judge_table4', 'judge_cut_grid', 'heatmap', 'judge_fig3', 'antipodal_concentration',
-           'pair_panel', 'judge_fig4', 'mean_knn', 'judge_fig5', 'judge_lee', 'check_params']
+           'plan_runs', 'all_images', 'z_width', 'group_ema', 'mse', 'drift_text', 'ProbeCache', 'probe_baselines',
+           'base_text', 'mean_sd', 'chance_band', 'effect_of', 'cells', 'detect_text', 'judge_untested',
+           'untested_report', 'transient_collapse', 'judge_collapse', 'judge_table1', 'table1_norms', 'report_table1',
+           'ours_table1', 'detect_table1', 'paper_epoch', 'judge_table2', 'report_table2', 'table3_key', 'judge_table3',
+           'report_table3', 'judge_table4', 'report_table4', 'judge_cut_grid', 'heatmap', 'judge_fig3', 'norms_by_wd',
+           'report_fig3', 'antipodal_concentration', 'pair_panel', 'judge_fig4', 'report_fig4', 'mean_knn',
+           'judge_fig5', 'fig5_arms', 'table_fig5', 'plot_fig5', 'ours_fig5', 'detect_fig5', 'judge_lee',
+           'lee_variance', 'report_lee', 'check_params']
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #11253ae9
 CORE = ('simclr', 'simsiam', 'byol')                         # pitfalls' three methods
@@ -250,6 +259,123 @@ def plan_runs(p: dict, ids: list,    # the notebook's parameters, the result IDs
     return dict(roles=roles, data_kw=data_kw, used=used, settings=settings, meta=meta, seeds=seeds, base=base,
                 runs=sweep_configs(base, {}, seeds, train_dir, settings=settings) if settings else [])
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #ce16953a
+def all_images(data) -> tuple:   # data: one loaded dataset (`data.load_dataset`)
+    "Every labelled image of a dataset and its label, training and test sets together."
+    return tuple(torch.cat([getattr(data, f'{s}_{v}') for s in ('train', 'test')]) for v in 'xy')
+
+def z_width(runs: list,          # the plan's runs: (coords, TrainConfig) each
+            meta: pd.DataFrame,  # `settings_5a`'s description of each setting
+            group: str,          # one group of settings
+           ) -> int:             # the embedding width of the group's runs (Fig. 4: 2)
+    "The embedding width of a group's runs."
+    return next(c.head_out for k, c in runs if meta.loc[k['setting'], 'group'] == group)
+
+def group_ema(meta: pd.DataFrame, group: str, method: str = 'byol') -> float:
+    "The EMA momentum a group's runs of one method train with (`ema_for_steps`; NaN without a target)."
+    return float(meta[(meta.group == group) & (meta.model == method)].ema.iloc[0])
+
+def mse(x: xr.DataArray, digits: int = 2) -> str:
+    "Mean ± standard error over seeds, as text."
+    se = float(x.std('seed', ddof=1) / np.sqrt(x.count('seed')))
+    return f"{float(x.mean('seed')):.{digits}f} ± {se:.{digits}f}"
+
+def drift_text(x: xr.Dataset, label: str, method: str = 'byol') -> str:
+    "'X's EMA target moved …' over `x`'s remaining dimension (one value per label), '' where none was measured."
+    if 'target_drift' not in x or not bool(x.target_drift.sel(model=method).notnull().any()): return ''
+    dr, name = x.target_drift.sel(model=method), {'byol': 'BYOL', 'moco_v2': 'MoCo v2', 'dino': 'DINO'}[method]
+    by = [k for k in dr.dims if k != 'seed']              # at most one: λ (Table 1), c (Fig. 5)
+    vals = [f"{label} {v:g} {mse(dr.sel({by[0]: v}))}" for v in dr[by[0]].values] if by else [mse(dr)]
+    return (f"{name}'s EMA target moved {', '.join(vals)} of the online network's distance from initialization "
+            f"(‖θ_target − θ₀‖/‖θ_online − θ₀‖, mean ± s.e. over seeds)")
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #faf23925
+class ProbeCache:
+    """The k-fold probe of finished runs' final z and their EMA target's drift, each run once (by its folder),
+    and the probe's baselines once per dataset and z width; the seconds they took."""
+    def __init__(self, data: dict,       # dataset name -> its loaded data (`data.load_dataset`)
+                 folds: int,             # the probe's stratified folds (0: no probe, only the drift)
+                 probe_iter: int,        # L-BFGS iterations of each fold's fit at most
+                 base: TrainConfig | None = None,  # the config every run starts from (the baselines' network)
+                 seeds: list = (),       # the seeds of the baselines' untrained networks
+                 data_kw: dict | None = None,  # dataset -> extra TrainConfig fields (image_size, data_path)
+                 device: str = '',       # '' takes CUDA where there is one
+                ):
+        self.data, self.folds, self.probe_iter, self.base, self.seeds = data, folds, probe_iter, base, list(seeds)
+        self.data_kw, self.device = data_kw or {}, device or ('cuda' if torch.cuda.is_available() else 'cpu')
+        self.probed, self.bases = {}, {}  # run folder -> (accuracy, log-loss, drift); (dataset, width) -> baselines
+        self.seconds, self.drift_seconds = 0.0, 0.0      # the probe's time, and the drift's share of it
+
+    def drift(self, cfg: TrainConfig, model) -> float:
+        "`ema_drift` of a run's target over backbone and projector, θ₀ rebuilt from its seed; NaN without one."
+        if model.target is None: return float('nan')
+        t0, d = time.time(), self.data[cfg.dataset]
+        init = build_model(cfg, d.num_classes, len(d.train_x), d.train_x.shape[1])
+        out = ema_drift([model.backbone, model.projector], [model.target['backbone'], model.target['projector']],
+                        [init.backbone, init.projector])
+        self.drift_seconds += time.time() - t0
+        return out
+
+    def probe(self, c: TrainConfig) -> tuple:
+        "One finished run's (accuracy, log-loss, target drift), computed once; a diverged run has no probe (NaN)."
+        if c.out_dir not in self.probed:
+            cfg, model = load_model(c.out_dir, self.device)
+            (x, y), d = all_images(self.data[c.dataset]), self.data[c.dataset]
+            f = encode(model, x, d.mean, d.std, embedding=True)                   # (n, d) final z
+            r = (kfold_probe(f, y, self.folds, max_iter=self.probe_iter)
+                 if self.folds and bool(torch.isfinite(f).all()) else dict(accuracy=np.nan, logloss=np.nan))
+            self.probed[c.out_dir] = (r['accuracy'], r['logloss'], self.drift(cfg, model))
+        return self.probed[c.out_dir]
+
+    def add(self, ds: xr.Dataset,  # the sweep's result (setting, seed, …): gains probe_cv, target_drift, …
+            runs: list,            # the plan's runs: (coords, TrainConfig) each
+            names: list,           # the settings to probe
+           ) -> xr.Dataset:        # `ds`, filled in place
+        "These settings' runs: the k-fold probe of the final z (probe_cv, probe_cv_logloss), target_drift."
+        t0 = time.time()
+        for v in ('probe_cv', 'probe_cv_logloss', 'target_drift') if self.folds else ('target_drift',):
+            if v not in ds: ds[v] = xr.full_like(ds.final_knn_top1, np.nan, dtype=float)   # (setting, seed)
+        for k, c in runs:
+            if k['setting'] not in names: continue
+            acc, loss, drift = self.probe(c)
+            at = dict(setting=k['setting'], seed=k['seed'])
+            ds['target_drift'].loc[at] = drift
+            if self.folds: ds['probe_cv'].loc[at], ds['probe_cv_logloss'].loc[at] = acc, loss
+        self.seconds += time.time() - t0
+        return ds
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #1c9bebe8
+def probe_baselines(cache: ProbeCache,  # its data, folds, base config, seeds; its `bases` keep the result
+                    d: str,             # the dataset
+                    head_out: int,      # the embedding width of the probed runs
+                   ) -> dict:           # raw, z, r: (accuracy, log-loss) each (seed means); seconds
+    "Probe accuracy/log-loss of the raw pixels and of the untrained network's z and r (seed means), once each."
+    if (d, head_out) not in cache.bases:
+        t0, dev, data_ = time.time(), cache.device, cache.data[d]
+        x_, y_ = all_images(data_)
+        raw = next((b['raw'] for (d2, _), b in cache.bases.items() if d2 == d), None)     # once per dataset
+        if raw is None:
+            r_ = kfold_probe(x_.flatten(1).float(), y_, cache.folds, max_iter=cache.probe_iter)
+            raw = (r_['accuracy'], r_['logloss'])
+        un = {'z': [], 'r': []}
+        for s_ in cache.seeds:             # the untrained network of each seed, BN calibrated as section 4 does
+            cfg0 = dataclasses.replace(cache.base, dataset=d, head_out=head_out, seed=s_, **cache.data_kw[d])
+            m0 = build_model(cfg0, data_.num_classes, len(data_.train_x), data_.train_x.shape[1]).to(dev)
+            calibrate_bn(m0, eval_images(data_.train_x[:512].to(dev), data_.mean, data_.std))
+            for v, emb in (('z', True), ('r', False)):
+                un[v].append(kfold_probe(encode(m0, x_, data_.mean, data_.std, embedding=emb), y_, cache.folds,
+                                         max_iter=cache.probe_iter))
+        mean = lambda rs: tuple(float(np.mean([r_[q] for r_ in rs])) for q in ('accuracy', 'logloss'))
+        cache.bases[d, head_out] = dict(raw=raw, z=mean(un['z']), r=mean(un['r']), seconds=time.time() - t0)
+    return cache.bases[d, head_out]
+
+def base_text(cache: ProbeCache, d: str, head_out: int) -> str:
+    "The baselines beside a probe's numbers, as text (accuracy/log-loss); '' without the probe."
+    if not cache.folds: return ''
+    b = probe_baselines(cache, d, head_out)
+    return (f"baselines, same probe: raw pixels {b['raw'][0]:.3f}/{b['raw'][1]:.3f}, untrained network "
+            f"(seed mean) z {b['z'][0]:.3f}/{b['z'][1]:.3f}, its r {b['r'][0]:.3f}/{b['r'][1]:.3f}")
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #13b00142
 ACC_MIN_STEPS = 1000   # ours: an accuracy claim is judged only on runs at least this long (issue 18)
 
@@ -304,6 +430,17 @@ def detect_text(j: Judgement,           # one claim's judgement
 def judge_untested(id: str, why: str) -> Judgement:
     "A result this profile does not train: one `Untested` part, `inconclusive` with what it would need."
     return judge_all([Untested(f'{id}: not trained at this profile', why)])
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #98780c1f
+def untested_report(id: str,       # a result ID among `UNTESTABLE`
+                    profile: str,  # the profile that judges it by scale alone
+                   ) -> tuple:     # (table, judgement, ours, detect)
+    "What an ID this profile does not train registers: `inconclusive` (one `Untested` part), with what it would need."
+    why = UNTESTABLE[id]
+    j = judge_untested(id, why)
+    return (pd.DataFrame({id: {'paper': PAPER[id].paper[:200] + '…', 'needs': why}}).T, j,
+            f"{j.label}: not trained at the {profile} profile; the claim needs {why}.",
+            f'not testable at this scale: needs {why}')
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #db7c301e
 BEST_WD_T1 = {'simclr': 5e-4, 'simsiam': 5e-4, 'byol': 5e-3}   # the paper's best λ of Table 1, per method
@@ -390,6 +527,90 @@ def judge_table1(t: xr.Dataset,        # Table 1's runs of one dataset: dims mod
                                     'runs shorter than the 1,000 steps an accuracy claim needs'))
     return judge_all(parts)
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #0c2cfa7a
+def table1_norms(t: xr.Dataset, methods: tuple = CORE) -> dict:
+    "The norm each method's parts read: ‖z‖, SimSiam's pre-BN norm (None where its runs did not record it)."
+    return {m: ('z_norm_mean' if m != 'simsiam' else 'zpre_norm_mean' if 'zpre_norm_mean' in t else None)
+            for m in methods}
+
+def report_table1(t1: xr.Dataset,   # Table 1's runs of one dataset: dims model, wd, seed, epoch
+                  norms: dict,      # `table1_norms`
+                  epoch: int,       # the last epoch (the norms at the end)
+                  band: float,      # the chance band of the kNN's test set
+                  title: str,       # the scale, in the figure's title
+                  methods: tuple = CORE,
+                 ) -> tuple:        # (the table, the figure)
+    "Table 1, ours: kNN, probe, ‖z‖, min std of ẑ and status per (method, λ); kNN and ‖z‖ by λ, ‖z‖ over training."
+    zn, knn = {m: t1[norms[m] or 'z_norm_mean'].sel(epoch=epoch) for m in methods}, t1.final_knn_top1
+    rows = {(m, f'{lam:g}'): {
+        'kNN top-1': mean_sd(knn.sel(model=m, wd=lam)),
+        **({'probe (CV)': mean_sd(t1.probe_cv.sel(model=m, wd=lam)),
+            'probe log-loss': mean_sd(t1.probe_cv_logloss.sel(model=m, wd=lam))} if 'probe_cv' in t1 else {}),
+        'mean ‖z‖' + (' (pre-BN)' if norms[m] == 'zpre_norm_mean' else ''): mean_sd(zn[m].sel(model=m, wd=lam), 2),
+        'min std of ẑ': f"{float(t1.z_normalized_std.sel(model=m, wd=lam).min()):.2g}",
+        'status': ', '.join(t1.status.sel(model=m, wd=lam).values.astype(str))}
+        for m in methods for lam in t1.wd.values}
+    tab = pd.DataFrame(rows).T.rename_axis(['model', 'λ'])
+    fig, axs = plt.subplots(1, 3, figsize=(15, 3.8))
+    for m in methods:
+        x = [f'{l:g}' for l in t1.wd.values]
+        k, z = knn.sel(model=m), zn[m].sel(model=m)
+        axs[0].errorbar(x, k.mean('seed'), yerr=k.std('seed'), marker='o', capsize=3, label=m)
+        axs[1].errorbar(x, z.mean('seed'), yerr=z.std('seed'), marker='o', capsize=3,
+                        label=m + (' (pre-BN)' if norms[m] == 'zpre_norm_mean' else ''))
+        zc = t1[norms[m] or 'z_norm_mean'].sel(model=m)
+        for i, l in enumerate(t1.wd.values):
+            axs[2].plot(zc.epoch, zc.sel(wd=l).mean('seed'), color=f'C{CORE.index(m)}',
+                        ls=('-', '--', ':', '-.', (0, (1, 4)))[i % 5], label=f'{m} λ {l:g}')
+    axs[0].axhline(band, color='gray', ls=':', label='chance band')
+    axs[0].set(xlabel='weight decay λ', ylabel='kNN top-1 (on z)')
+    axs[1].set(xlabel='weight decay λ', ylabel='mean ‖z‖ at the end', yscale='log')
+    axs[2].set(xlabel='epoch', ylabel='mean ‖z‖ over training', yscale='log')
+    for a in axs: a.legend(fontsize=6)
+    fig.suptitle(f'pitfalls Table 1, ours: {title}', fontsize=9)
+    fig.tight_layout()
+    return tab, fig
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #27aa0f3c
+def ours_table1(j: Judgement,      # `judge_table1`'s judgement
+                t1: xr.Dataset,    # Table 1's runs of one dataset: dims model, wd, seed, epoch
+                norms: dict,       # `table1_norms`
+                epoch: int,        # the last epoch
+                scale: str,        # the scale, as text
+                steps: int,        # SGD steps of the runs
+                folds: int = 0, n_images: int = 0,  # the k-fold probe's folds and images (reported where run)
+                baselines: str = '',                # the probe's baselines (`base_text`)
+                ema: float = float('nan'),          # BYOL's EMA momentum
+                methods: tuple = CORE,
+               ) -> str:
+    "Table 1's `ours` line: kNN/‖z‖ by λ, the probe and its baselines, BYOL's target drift, the parts."
+    pv = lambda v, m, l: float(t1[v].sel(model=m, wd=l).mean())
+    zn = {m: t1[norms[m] or 'z_norm_mean'].sel(epoch=epoch) for m in methods}
+    return (f"{j.label}. {scale}, {steps} steps. " + '; '.join(
+        f"{m}: " + ', '.join(f"λ {l:g} {pv('final_knn_top1', m, l):.3f}/"
+                             f"{float(zn[m].sel(model=m, wd=l).mean()):.2f}" for l in t1.wd.values) for m in methods)
+        + f" (kNN/‖z‖, SimSiam's ‖z‖ {'pre-BN' if norms.get('simsiam') else 'pinned by BN'}). "
+        + (f"{folds}-fold probe of z over all {n_images} images, accuracy/log-loss: " + '; '.join(
+            f"{m} " + ', '.join(f"λ {l:g} {pv('probe_cv', m, l):.3f}/{pv('probe_cv_logloss', m, l):.3f}"
+                                for l in t1.wd.values) for m in methods)
+           + ('' if steps >= ACC_MIN_STEPS else f" (reported, not judged: {steps} < {ACC_MIN_STEPS:,} steps)")
+           + f"; {baselines}. " if 'probe_cv' in t1 else '')
+        + (f"{drift_text(t1, 'λ')}, EMA momentum {ema:.3g}. " if 'target_drift' in t1 else '') + f"Parts: {j.text}")
+
+def detect_table1(j: Judgement, t1: xr.Dataset,
+                  acc: str,          # the accuracy judged: 'final_knn_top1' or 'probe_cv'
+                  resolution: float,  # its resolution (1/n of its images)
+                  methods: tuple = CORE,
+                 ) -> str:
+    "What Table 1's parts detect, and (reported where not judged) the accuracy between consecutive λ."
+    lams = sorted(t1.wd.values.tolist(), reverse=True)
+    det = [detectable_effect(t1[acc].sel(model=m, wd=s), t1[acc].sel(model=m, wd=b), resolution=resolution)
+           for m in methods for b, s in zip(lams, lams[1:])]
+    return (f"the collapse: {detect_text(j, ' (kNN − band)', 'chance band')}; the norms: "
+            f"{detect_text(j, ' (‖z‖)', '‖z‖')}; the accuracy "
+            f"({'k-fold probe' if acc == 'probe_cv' else 'kNN'}): {detect_text(j, '', 'accuracy')}"
+            f" (consecutive λ: each detects ≥ {min(det):.3g}–{max(det):.3g}, at 5 % before Holm)")
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #21cd6989
 # one epoch of the paper's
 PAPER_TRAIN_IMAGES = {'C-10': 50_000, 'C-100': 50_000, 'IN-100': 126_700, 'Flowers': None}
@@ -432,6 +653,41 @@ def judge_table2(t: xr.Dataset,     # Table 2's runs: pos_obtuse_share with dims
                                    side='upper', resolution=resolution)]
     return judge_all(parts)
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #0d0b3db1
+def report_table2(t: xr.Dataset,   # Table 2's runs: pos_obtuse_share with dims dataset, model, seed, epoch
+                  j: Judgement,    # `judge_table2`'s judgement
+                  roles: dict,     # dataset -> the paper's dataset it plays
+                  n_train: dict,   # dataset -> our training images
+                  epochs: int,     # our last epoch
+                  names: dict,     # dataset -> its short name
+                  scale: str,      # the scale, as text
+                 ) -> tuple:       # (table, ours, figure)
+    "Table 2, ours: the obtuse share at epoch 0, at our epoch read as the paper's 1, and at the end."
+    ob = t.pos_obtuse_share
+    read = {d: min(epochs, paper_epoch(1, roles[d], n_train[d])) for d in roles}   # our epoch ≙ the paper's 1
+    rows = {(names[d], m): {'epoch 0 (untrained)': mean_sd(ob.sel(dataset=d, model=m, epoch=0)),
+                            "our epoch read as the paper's 1": read[d],
+                            'share there': mean_sd(ob.sel(dataset=d, model=m, epoch=read[d])),
+                            f'epoch {epochs} (end)': mean_sd(ob.sel(dataset=d, model=m, epoch=epochs))}
+            for d in roles for m in CORE}
+    tab = pd.DataFrame(rows).T.rename_axis(['dataset', 'model'])
+    fig, axs = plt.subplots(1, t.sizes['dataset'], figsize=(5.5 * t.sizes['dataset'], 3.6), squeeze=False)
+    for ax, d in zip(axs[0], t.dataset.values):
+        for m in CORE:
+            o = ob.sel(dataset=d, model=m) * 100
+            ax.errorbar(o.epoch, o.mean('seed'), yerr=o.std('seed'), marker='o', ms=3, capsize=2, label=m)
+        ax.axvline(read[str(d)], color='gray', ls=':', label="paper's epoch 1 (images)")
+        ax.set(xlabel='epoch', ylabel='positive pairs at angle > π/2 (%)', title=names[str(d)])
+        ax.legend(fontsize=8)
+    fig.suptitle(f'pitfalls Table 2, ours: {scale}', fontsize=9)
+    fig.tight_layout()
+    ours = (f"{j.label}. Share of positive pairs at an obtuse angle at our epoch ≙ the paper's epoch 1 (and "
+            f"at the end): " + '; '.join(
+        f"{names[d]} {m} {float(ob.sel(dataset=d, model=m, epoch=read[d]).mean()):.1%} "
+        f"({float(ob.sel(dataset=d, model=m, epoch=epochs).mean()):.1%})" for d in roles for m in CORE)
+        + f". {scale}. Parts: {j.text}")
+    return tab, ours, fig
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #2170c571
 def table3_key(role: str, method: str, epochs: int) -> str:
     """The Table 3 cell a run of ours is held to: its own column where the paper ran that length, else the
@@ -457,6 +713,52 @@ def judge_table3(t: xr.Dataset,     # Table 3's runs: final_knn_top1 with dims d
                                          resolution=resolution[d], paper=effect_of('pitfalls.table3', key)))
     return judge_all(parts)
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #46123257
+def report_table3(t3: xr.Dataset,  # Table 3's runs: final_knn_top1 with dims dataset, model, epochs, variant, seed
+                  j: Judgement,    # `judge_table3`'s judgement
+                  names: dict,     # dataset -> its short name, in the paper's column order
+                  scale: str,      # the scale of the first dataset, as text
+                 ) -> tuple:       # (table, ours, figure)
+    "Table 3, ours: kNN default and cut per (dataset, method, length), the other cut mode reported beside."
+    k3 = t3.final_knn_top1
+    rows = {(names[d], m, e): {'default (c = 1)': mean_sd(k3.sel(dataset=d, model=m, epochs=e, variant='default')),
+                               f'cut (c = {CUT_DEFAULT[m]:g})': mean_sd(k3.sel(dataset=d, model=m, epochs=e,
+                                                                          variant='cut'))}
+            for d in names for m in CORE for e in t3.epochs.values.tolist()
+            if not bool(k3.sel(dataset=d, model=m, epochs=e, variant='cut').isnull().all())}
+    d0, e0 = t3.dataset.values[0], int(t3.epochs.values.min())
+    w_txt = []
+    for m in CORE:           # the other cut mode, reported (no claim of the paper is about it)
+        w, a = (k3.sel(dataset=d0, model=m, epochs=e0, variant=v) for v in ('cut_weights', 'cut'))
+        w_txt.append(f'{m}: weights − all {mean_sd(w - a)}')
+        rows[(names[d0], m, e0)]["cut, mode 'weights'"] = mean_sd(w)
+    tab = pd.DataFrame(rows).T.rename_axis(['dataset', 'model', 'epochs']).fillna('')
+    fig, axs = plt.subplots(1, t3.sizes['dataset'], figsize=(6 * t3.sizes['dataset'], 3.6), squeeze=False)
+    for ax, d in zip(axs[0], t3.dataset.values):
+        labels, x = [], 0
+        for m in CORE:
+            for e in t3.epochs.values:
+                for i, (var, col) in enumerate((('default', 'lightsteelblue'), ('cut', 'tab:orange'))):
+                    v = k3.sel(dataset=d, model=m, epochs=e, variant=var)
+                    if bool(v.isnull().all()): continue
+                    ax.bar(x + 0.4 * i, float(v.mean()), 0.4, yerr=float(v.std()), color=col, capsize=2,
+                           label=var if x == 0 else None)
+                labels.append(f'{m}\n@{e}'); x += 1
+        ax.set_xticks(np.arange(x) + 0.2, labels, fontsize=7)
+        ax.set(ylabel='kNN top-1', title=names[str(d)])
+        ax.legend(fontsize=8)
+        lo = float(k3.sel(dataset=d).min()); ax.set_ylim(max(0, lo - 0.05), None)
+    fig.suptitle(f'pitfalls Table 3, ours: {scale}; lengths {list(t3.epochs.values)}', fontsize=9)
+    fig.tight_layout()
+    ours = (f"{j.label}. kNN default → cut: " + '; '.join(
+        f"{names[d]} {m} @{e} {float(k3.sel(dataset=d, model=m, epochs=e, variant='default').mean()):.3f} → "
+        f"{float(k3.sel(dataset=d, model=m, epochs=e, variant='cut').mean()):.3f}" for d, m, e in
+        [(d, m, e) for d in names for m in CORE for e in t3.epochs.values.tolist()] if (names[d], m, e) in rows)
+        + f". {scale} (lengths {', '.join(map(str, t3.epochs.values))}). Parts: {j.text}. "
+        f"Other cut mode ('weights', {names[str(d0)]} @{e0}), reported (no claim; mean ± std over seeds): "
+        + '; '.join(w_txt))
+    return tab, ours, fig
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #453f0b86
 def judge_table4(t: xr.Dataset,     # Table 4's runs: final_knn_top1 with dims dataset, model, c, seed
                  resolution: dict,  # dataset -> one test image
@@ -467,6 +769,36 @@ def judge_table4(t: xr.Dataset,     # Table 4's runs: final_knn_top1 with dims d
                                   resolution=resolution[d], paper=effect_of('pitfalls.table4', f'{m}: top-1 c 3 − c 1'))
                       for d in t.dataset.values.tolist()
                       for m, sign in (('moco_v2', +1), ('moco_v3', +1), ('dino', -1))])
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #23cdd14f
+def report_table4(t4: xr.Dataset,  # Table 4's runs: final_knn_top1/top5 with dims dataset, model, c, seed
+                  j: Judgement,    # `judge_table4`'s judgement
+                  names: dict,     # dataset -> its short name
+                  scale: str,      # the scale of the first dataset, as text
+                 ) -> tuple:       # (table, ours, figure)
+    "Table 4, ours: kNN top-1/top-5 of MoCo v2, MoCo v3 and DINO at c = 1 and 3."
+    ms = ('moco_v2', 'moco_v3', 'dino')
+    rows = {(names[d], m, f'c = {c:g}'): {'top-1': mean_sd(t4.final_knn_top1.sel(dataset=d, model=m, c=c)),
+                                          'top-5': mean_sd(t4.final_knn_top5.sel(dataset=d, model=m, c=c))}
+            for d in t4.dataset.values for m in ms for c in (1.0, 3.0)}
+    tab = pd.DataFrame(rows).T.rename_axis(['dataset', 'model', 'cut'])
+    fig, ax = plt.subplots(figsize=(7, 3.6)); d = t4.dataset.values[0]
+    for i, m in enumerate(ms):
+        for k, c in enumerate((1.0, 3.0)):
+            v = t4.final_knn_top1.sel(dataset=d, model=m, c=c)
+            ax.bar(i + 0.4 * k, float(v.mean()), 0.4, yerr=float(v.std()), capsize=3,
+                   color=('lightsteelblue', 'tab:orange')[k], label=f'c = {c:g}' if i == 0 else None)
+    ax.set_xticks(np.arange(3) + 0.2, ['MoCo v2', 'MoCo v3', 'DINO'])
+    ax.set_ylabel('kNN top-1')
+    ax.legend(fontsize=8)
+    ax.set_ylim(max(0, float(t4.final_knn_top1.min()) - 0.05), None)
+    ax.set_title(f'pitfalls Table 4, ours: {scale}', fontsize=9); fig.tight_layout()
+    k4 = lambda v, m, c: float(t4[v].sel(dataset=d, model=m, c=c).mean())
+    ours = (f"{j.label}. kNN top-1/top-5, c = 1 → 3: " + '; '.join(
+        f"{m} {k4('final_knn_top1', m, 1.0):.3f}/{k4('final_knn_top5', m, 1.0):.3f} → "
+        f"{k4('final_knn_top1', m, 3.0):.3f}/{k4('final_knn_top5', m, 3.0):.3f}" for m in ms)
+        + f". {scale}. Parts: {j.text}")
+    return tab, ours, fig
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #b6a518e4
 # sign of the paper's row mean minus c = 1's (Table 5, SimCLR; Table 6, SimSiam), and the λ columns it printed
@@ -526,6 +858,47 @@ def judge_fig3(f3: xr.Dataset,   # Fig. 3's runs: z_norm_mean with dims variant,
                   judge_claim(Z(m, lam, e), Z(m, 0.0, e), -1, k2 + tag, 2, paper=effect_of(ID, k2))]
     return judge_all(parts)
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #5a18ff08
+def norms_by_wd(t1: xr.Dataset) -> xr.DataArray:
+    "Table 1's mean ‖z‖ (model, wd, seed, epoch), SimSiam's read before its final BN where recorded."
+    zt = t1.z_norm_mean
+    return zt.where(t1.model != 'simsiam', t1.zpre_norm_mean) if 'zpre_norm_mean' in t1 else zt
+
+def report_fig3(zf: xr.DataArray,  # Fig. 3's SimCLR norms: z_norm_mean with dims variant, seed, epoch
+                zt: xr.DataArray,  # Table 1's norms (`norms_by_wd`): dims model, wd, seed, epoch
+                j: Judgement,      # `judge_fig3`'s judgement
+                epoch: int,        # the last epoch
+                scale: str,        # the scale, as text
+               ) -> tuple:         # (table, ours, figure)
+    "Fig. 3, ours: ‖z‖ over training by InfoNCE's terms, and at the end by weight decay."
+    terms = ('attraction', 'repulsion', 'both')
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
+    for t in terms:
+        z = zf.sel(variant=t)
+        axs[0].plot(z.epoch, z.mean('seed'), marker='o', ms=3, label=t)
+        axs[0].fill_between(z.epoch, z.min('seed'), z.max('seed'), alpha=0.2)
+    axs[0].set(xlabel='epoch', ylabel='mean ‖z‖', yscale='log',
+               title='SimCLR, λ = 0: which part of InfoNCE is optimized')
+    for m in CORE:
+        z = zt.sel(model=m, epoch=epoch)
+        axs[1].errorbar([f'{l:g}' for l in z.wd.values], z.mean('seed'), yerr=z.std('seed'), marker='o',
+                        capsize=3, label=m)
+    axs[1].set(xlabel='weight decay λ', ylabel=f'mean ‖z‖ at epoch {epoch}', yscale='log', title='by weight decay')
+    for a in axs: a.legend(fontsize=8); a.title.set_fontsize(9)
+    fig.suptitle(f'pitfalls Fig. 3, ours: {scale}', fontsize=9); fig.tight_layout()
+    tab = pd.DataFrame({**{f'simclr {t}': {'‖z‖ epoch 0': mean_sd(zf.sel(variant=t, epoch=0), 2),
+                                           f'‖z‖ epoch {epoch}': mean_sd(zf.sel(variant=t, epoch=epoch), 2)}
+                           for t in terms},
+                        **{f'{m} λ {l:g}': {'‖z‖ epoch 0': mean_sd(zt.sel(model=m, wd=l, epoch=0), 2),
+                                            f'‖z‖ epoch {epoch}': mean_sd(zt.sel(model=m, wd=l, epoch=epoch), 2)}
+                           for m in CORE for l in zt.wd.values}}).T
+    ours = (f"{j.label}. Mean ‖z‖ epoch 0 → {epoch}: " + '; '.join(
+        f"simclr {t} {float(zf.sel(variant=t, epoch=0).mean()):.2f} → "
+        f"{float(zf.sel(variant=t, epoch=epoch).mean()):.2f}" for t in terms) + '; without weight decay ' + '; '.join(
+        f"{m} {float(zt.sel(model=m, wd=0.0, epoch=0).mean()):.2f} → "
+        f"{float(zt.sel(model=m, wd=0.0, epoch=epoch).mean()):.2f}" for m in CORE) + f". {scale}. Parts: {j.text}")
+    return tab, ours, fig
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #e6d7fb83
 def antipodal_concentration(z: xr.DataArray,   # (..., pair, pair_component=2) embeddings z1 or z2
                            ) -> xr.DataArray:   # (...) R₂ in [0, 1]
@@ -559,6 +932,44 @@ def judge_fig4(f4: xr.Dataset,   # Fig. 4's runs: pos_obtuse_share, pair_z1 with
                                   paper=effect_of('pitfalls.fig4', k1)),
                       judge_claim(R('byol'), R('simclr'), +1, f'{k2} (our epoch {e1})', 2,
                                   paper=effect_of('pitfalls.fig4', k2))])
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #29c55d4e
+def report_fig4(f4: xr.Dataset,   # Fig. 4's runs: pair_z1/z2, pos_obtuse_share with dims model, seed, epoch, …
+                j: Judgement,     # `judge_fig4`'s judgement
+                e1: int,          # our epoch read as the paper's epoch 1
+                epochs: int,      # our last epoch
+                beyond: bool,     # the paper's epoch 1 lies at or beyond our last epoch
+                scale: str,       # the scale, as text
+                seed: int,        # the seed drawn
+                folds: int = 0, n_images: int = 0,  # the k-fold probe's folds and images (reported where run)
+                baselines: str = '',                # the probe's baselines (`base_text`)
+               ) -> tuple:        # (table, ours, figure, R₂ with dims model, seed, epoch)
+    "Fig. 4, ours: the pairs drawn at epochs 0, 1, the middle, e1 and the end; obtuse share and R₂ by epoch."
+    ob4, R2 = f4.pos_obtuse_share, antipodal_concentration(f4.pair_z1)
+    show, ms = sorted({0, 1, max(1, epochs // 2), e1, epochs}), ('simclr', 'byol')
+    fig, axs = plt.subplots(2, len(show), figsize=(2.6 * len(show), 5.4), squeeze=False)
+    for i, m in enumerate(ms):
+        for k, e in enumerate(show):
+            s0 = f4.sel(model=m, epoch=e).isel(seed=0)
+            pair_panel(axs[i, k], s0.pair_z1.values, s0.pair_z2.values,
+                       f'{m}, epoch {e}: obtuse {float(s0.pos_obtuse_share):.0%}, '
+                       f'R₂ {float(antipodal_concentration(s0.pair_z1)):.2f}')
+    fig.suptitle(f'pitfalls Fig. 4, ours: 2-d embeddings (normalized), lines red (cos −1) to blue (+1); '
+                 f'{scale}, seed {seed}', fontsize=9)
+    fig.tight_layout()
+    tab = pd.DataFrame({(m, e): {'obtuse share': mean_sd(ob4.sel(model=m, epoch=e)),
+                                 'R₂': mean_sd(R2.sel(model=m, epoch=e), 2)}
+                        for m in ms for e in show}).T.rename_axis(['model', 'epoch'])
+    ours = (f"{j.label}. Obtuse share / R₂ at our epoch {e1}, read as the paper's epoch 1"
+            + (" (our whole run lies within the paper's first epoch; its later rows are untested)" if beyond else '')
+            + ': ' + '; '.join(f"{m} {float(ob4.sel(model=m, epoch=e1).mean()):.1%}/"
+                               f"{float(R2.sel(model=m, epoch=e1).mean()):.2f}" for m in ms)
+            + f". {scale}, 2-d projector. "
+            + (f"Final {folds}-fold probe of the 2-d z over all {n_images} images (accuracy/log-loss, reported): "
+               + ', '.join(f"{m} {mean_sd(f4.probe_cv.sel(model=m))}/{mean_sd(f4.probe_cv_logloss.sel(model=m))}"
+                           for m in ms) + f"; {baselines}. " if 'probe_cv' in f4 else '')
+            + (f"{drift_text(f4, '')}. " if 'target_drift' in f4 else '') + f"Parts: {j.text}")
+    return tab, ours, fig, R2
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #9fc284fd
 def mean_knn(f5: xr.Dataset,   # Fig. 5's runs: knn_top1 over epochs (NaN where not evaluated), final_knn_top1
@@ -612,6 +1023,95 @@ def judge_fig5(f5: xr.Dataset,      # Fig. 5's runs: knn_top1, z_norm_mean with 
                 f'p = {g1.p:.2g}; {m} {g2.diff:+.3f}, p = {g2.p:.2g}): the paper compares two benefits'))
     return judge_all(parts)
 
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #d4163cce
+def fig5_arms(f5: xr.Dataset, lr: float) -> list:
+    "The (method, c) arms of Fig. 5 that trained at rate `lr`, SimCLR's first."
+    auc = mean_knn(f5)
+    return [(m, c) for m in ('simclr', 'byol') for c in f5.c.values.tolist()
+            if bool(auc.sel(model=m, c=c, lr=lr).notnull().all())]
+
+def table_fig5(f5: xr.Dataset,   # Fig. 5's runs: dims model, c, lr, seed, epoch (probe_cv where probed)
+               arms: list,       # `fig5_arms`
+               lr_probe: float,  # the base rate, whose arms were probed
+               epoch: int,       # the last epoch
+              ) -> pd.DataFrame:
+    "Fig. 5, ours: ‖z‖ at the start and end, the mean and final kNN, the probe at the base rate, per arm and rate."
+    auc, probed = mean_knn(f5), 'probe_cv' in f5
+    return pd.DataFrame({(m, f'c = {c:g}', f'lr {lr_:g}'): {
+        '‖z‖ epoch 0': mean_sd(f5.z_norm_mean.sel(model=m, c=c, lr=lr_, epoch=0), 3),
+        f'‖z‖ epoch {epoch}': mean_sd(f5.z_norm_mean.sel(model=m, c=c, lr=lr_, epoch=epoch), 2),
+        'mean kNN over training': mean_sd(auc.sel(model=m, c=c, lr=lr_)),
+        f'kNN epoch {epoch}': mean_sd(f5.final_knn_top1.sel(model=m, c=c, lr=lr_)),
+        **({f'probe (CV) epoch {epoch}': mean_sd(f5.probe_cv.sel(model=m, c=c, lr=lr_)) if lr_ == lr_probe else '—',
+            'probe log-loss': mean_sd(f5.probe_cv_logloss.sel(model=m, c=c, lr=lr_)) if lr_ == lr_probe else '—'}
+           if probed else {})}
+        for m, c in arms for lr_ in f5.lr.values.tolist()}).T.rename_axis(['model', 'cut', 'lr'])
+
+def plot_fig5(f5: xr.Dataset, arms: list, title: str) -> plt.Figure:
+    "Fig. 5, ours: mean ‖z‖ (top) and kNN (bottom) over training per c, SimCLR left, BYOL right, each rate."
+    lrs, cs = f5.lr.values.tolist(), sorted(f5.c.values.tolist())
+    fig, axs = plt.subplots(2, 2, figsize=(11, 6.5), sharex=True)
+    cmap = plt.get_cmap('viridis')
+    for j, m in enumerate(('simclr', 'byol')):
+        for i, c in enumerate(cs):
+            if (m, c) not in arms: continue
+            for lr_ in lrs:
+                col, ls = cmap(i / max(1, len(cs) - 1)), '-' if lr_ == max(lrs) else ':'
+                z = f5.z_norm_mean.sel(model=m, c=c, lr=lr_)
+                k = f5.knn_top1.sel(model=m, c=c, lr=lr_).dropna('epoch', how='all')
+                axs[0, j].plot(z.epoch, z.mean('seed'), color=col, ls=ls, marker='o', ms=2,
+                               label=f'c = {c:g}, lr {lr_:g}')
+                axs[1, j].errorbar(k.epoch, k.mean('seed'), yerr=k.std('seed'), color=col, ls=ls, marker='o',
+                                   ms=2, capsize=2, label=f'c = {c:g}, lr {lr_:g}')
+        axs[0, j].set(yscale='log', ylabel='mean ‖z‖', title=f'{m} (solid: lr {max(lrs):g}, dotted: lower)')
+        axs[1, j].set(xlabel='epoch', ylabel='kNN top-1 (on z)')
+        axs[0, j].legend(fontsize=6); axs[1, j].legend(fontsize=6)
+    fig.suptitle(f'pitfalls Fig. 5, ours: {title}', fontsize=9)
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #f87c99bd
+def ours_fig5(f5: xr.Dataset, j: Judgement,  # Fig. 5's runs (probed at the base rate where run), its judgement
+              arms: list,            # `fig5_arms`
+              lr_probe: float,       # the base rate, whose arms were probed
+              scale: str,            # the scale and length, as text
+              ema: float,            # BYOL's EMA momentum
+              folds: int = 0, n_images: int = 0,  # the k-fold probe's folds and images (reported where run)
+              baselines: str = '',                # the probe's baselines (`base_text`)
+             ) -> str:
+    "Fig. 5's `ours` line: mean kNN by c at each rate, the initial norms, the probe and BYOL's drift, the parts."
+    auc, lrs = mean_knn(f5), f5.lr.values.tolist()
+    pB, llB = ((f5[v].sel(lr=lr_probe) for v in ('probe_cv', 'probe_cv_logloss')) if 'probe_cv' in f5
+               else (None, None))
+    dB = (f5.target_drift.sel(lr=lr_probe, model=['byol'], c=[c for m, c in arms if m == 'byol'])
+          if 'target_drift' in f5 else None)                                   # BYOL's target at the base rate
+    return (f"{j.label}. Mean kNN over training by c, at each rate: " + '; '.join(
+        f"{m} @lr {lr_:g} " + ', '.join(f"c {c:g} {float(auc.sel(model=m, c=c, lr=lr_).mean()):.3f}"
+                                       for m2, c in arms if m2 == m) for m in ('simclr', 'byol') for lr_ in lrs)
+        + "; initial ‖z‖: " + '; '.join(
+            f"{m} " + ', '.join(f"c {c:g} {float(f5.z_norm_mean.sel(model=m, c=c, epoch=0).mean()):.2g}"
+                                for m2, c in arms if m2 == m) for m in ('simclr', 'byol'))
+        + f". {scale}, rates {', '.join(f'{l:g}' for l in lrs)}; BYOL EMA {ema:.3g}. "
+        + (f"Final {folds}-fold probe of z over all {n_images} images at the base rate "
+           f"{lr_probe:g} (accuracy/log-loss; reported, not judged: the claim is the convergence): " + '; '.join(
+               f"{m} " + ', '.join(f"c {c:g} {float(pB.sel(model=m, c=c).mean()):.3f}/"
+                                   f"{float(llB.sel(model=m, c=c).mean()):.3f}" for m2, c in arms if m2 == m)
+               for m in ('simclr', 'byol')) + f"; {baselines}. " if pB is not None else '')
+        + (f"At the base rate, {drift_text(xr.Dataset(dict(target_drift=dB)), 'c')}. " if dB is not None else '')
+        + f"Parts: {j.text}")
+
+def detect_fig5(j: Judgement, f5: xr.Dataset, arms: list, lr_probe: float,
+                resolution: float = 0.0,  # one image of the k-fold probe
+               ) -> str:
+    "What Fig. 5's parts detect, and (reported, not judged) the final probe of each c against c = 1."
+    p = f5.probe_cv.sel(lr=lr_probe) if 'probe_cv' in f5 else None
+    det = [detectable_effect(p.sel(model=m, c=c), p.sel(model=m, c=1.0), resolution=resolution)
+           for m, c in arms if c != 1.0] if p is not None else []
+    return (f"the mean kNN: {detect_text(j, ' (mean kNN)', '− (c 1)')}; the difference of the gains: "
+            f"{detect_text(j, ' (mean kNN)', 'cut gain')}; the initial norms: {detect_text(j, ' (‖z‖)', '‖z‖₀')}"
+            + (f"; the final k-fold probe (reported, not judged): each c against c = 1 detects "
+               f"≥ {min(det):.3g}–{max(det):.3g} at 5 %" if det else ''))
+
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #ec190150
 def judge_lee(var: xr.DataArray,   # (batch_size, variant, seed): the final variance of negative-pair cosines
               knn: xr.DataArray,   # (batch_size, variant, seed): the final kNN (on r)
@@ -635,6 +1135,52 @@ def judge_lee(var: xr.DataArray,   # (batch_size, variant, seed): the final vari
     else: parts.append(Untested(key, f'runs of {steps} steps, shorter than the {ACC_MIN_STEPS:,} an accuracy '
                                      f'claim needs'))
     return judge_all(parts)
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #d4692e0f
+def lee_variance(tl: xr.Dataset,  # lee's runs: neg_cos_var with dims batch_size, variant, seed, epoch
+                 last: dict,      # batch size -> its last epoch (equal steps)
+                ) -> xr.DataArray:  # (batch_size, variant, seed)
+    "The variance of negative-pair cosines at each batch size's last epoch."
+    return xr.concat([tl.neg_cos_var.sel(batch_size=b, epoch=last[b]).drop_vars('epoch') for b in sorted(last)],
+                     'batch_size')
+
+def report_lee(var: xr.DataArray,  # `lee_variance`: (batch_size, variant, seed)
+               kl: xr.DataArray,   # the final kNN on r: (batch_size, variant, seed)
+               j: Judgement,       # `judge_lee`'s judgement
+               last: dict,         # batch size -> its last epoch
+               steps: int,         # SGD steps of every run
+               scale: str,         # the scale, as text
+               vrns_weight: float,  # λ of L_VRNS
+              ) -> tuple:          # (table, ours, figure)
+    "lee's variance table, ours: variance and kNN by batch size, SimCLR and SimCLR + L_VRNS."
+    bs = sorted(var.batch_size.values.tolist())
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
+    for v_, lab in (('default', 'SimCLR'), ('vrns', f'SimCLR + L_VRNS (λ {vrns_weight:g})')):
+        x, k = var.sel(variant=v_), kl.sel(variant=v_)
+        axs[0].errorbar(bs, x.mean('seed'), yerr=x.std('seed'), marker='o', capsize=3, label=lab)
+        axs[1].errorbar(bs, k.mean('seed'), yerr=k.std('seed'), marker='o', capsize=3, label=lab)
+    axs[0].set(xscale='log', xlabel='batch size', ylabel='variance of negative-pair cosines')
+    axs[0].set_xticks(bs, [str(b) for b in bs])
+    axs[1].set(xscale='log', xlabel='batch size', ylabel='kNN top-1 (on r)')
+    axs[1].set_xticks(bs, [str(b) for b in bs])
+    for a in axs: a.legend(fontsize=8)
+    fig.suptitle(f'lee, variance table, ours: {scale}', fontsize=9)
+    fig.tight_layout()
+    tab = pd.DataFrame({b: {'epochs (equal steps)': last[b],
+                            'variance, SimCLR': mean_sd(var.sel(batch_size=b, variant='default'), 4),
+                            'variance, + L_VRNS': mean_sd(var.sel(batch_size=b, variant='vrns'), 4),
+                            'kNN, SimCLR': mean_sd(kl.sel(batch_size=b, variant='default')),
+                            'kNN, + L_VRNS': mean_sd(kl.sel(batch_size=b, variant='vrns'))}
+                        for b in bs}).T.rename_axis('batch size')
+    ours = (f"{j.label}. Variance of negative-pair cosines, SimCLR / + L_VRNS: " + '; '.join(
+        f"{b} {float(var.sel(batch_size=b, variant='default').mean()):.4f}/"
+        f"{float(var.sel(batch_size=b, variant='vrns').mean()):.4f}" for b in bs)
+        + f"; kNN at batch {bs[0]} {float(kl.sel(batch_size=bs[0], variant='default').mean()):.3f} → "
+        f"{float(kl.sel(batch_size=bs[0], variant='vrns').mean()):.3f}. "
+        f"{scale}, λ_VRNS {vrns_weight:g}; every batch size "
+        f"trained for the same SGD steps ({steps}; epochs {', '.join(f'{b}: {last[b]}' for b in bs)}). "
+        f"Parts: {j.text}")
+    return tab, ours, fig
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #750952fd
 def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
