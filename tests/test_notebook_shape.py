@@ -17,6 +17,11 @@ MAX_CELL = 60     # lines of any code cell
 # bound what we measured (05b 55, 05a 42, 04 27, 03 24, 02 22, 01 10) and keep every parameter to one line
 MAX_PARAMS = 55
 SECTION_FILES = sorted(f for f in NOTEBOOKS if f[:2] in ('01', '02', '03', '04', '05'))
+# each result reads "claim, a short judging cell, the figure, what our run shows" (issue 26, point 3): a result cell
+# (a code cell, not `#| export`, that calls `run.save(`) has at most MAX_RESULT_CELL lines in the notebooks of
+# SHORT_RESULT_CELLS; each notebook joins the set once its result cells are short (merges take the union)
+MAX_RESULT_CELL = 25
+SHORT_RESULT_CELLS = {'05b_prototypes_margins.ipynb'}
 
 
 def _path(file):
@@ -63,6 +68,26 @@ def shape_problems(cells, ids):
     if not any(t == 'code' and 'parameter_values(' in s for t, s, _ in cells):
         out.append('the parameters are not recorded with core.parameter_values')
     return out
+
+
+def long_result_cells(cells) -> list[str]:
+    "The result cells of one notebook's cells [(type, source, tags)] longer than `MAX_RESULT_CELL` lines."
+    return [f'result cell {i} has {_lines(s)} lines > {MAX_RESULT_CELL}' for i, (t, s, _) in enumerate(cells)
+            if t == 'code' and 'run.save(' in s and not s.lstrip().startswith('#| export')
+            and _lines(s) > MAX_RESULT_CELL]
+
+
+@pytest.mark.parametrize('file', SECTION_FILES)
+def test_result_cells_are_short(file):
+    found = long_result_cells(_cells(file))
+    if file not in SHORT_RESULT_CELLS: pytest.skip(f'{file} is not in SHORT_RESULT_CELLS yet ({len(found)} long)')
+    assert found == []
+
+
+def test_result_cell_check_catches_a_long_one():
+    long = 'if ok:\n' + '    x = 1\n' * 25 + "    run.save('a.b', x)"
+    assert long_result_cells([('code', long, []), ('code', 'run.save(1)', [])]) == ['result cell 0 has 27 lines > 25']
+    assert long_result_cells([('code', '#| export\n' + long, []), ('markdown', long, [])]) == []   # not a result cell
 
 
 @pytest.mark.parametrize('file', SECTION_FILES)
