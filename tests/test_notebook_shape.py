@@ -17,9 +17,9 @@ MAX_CELL = 60     # lines of any code cell
 # bound what we measured (05b 55, 05a 42, 04 27, 03 24, 02 22, 01 10) and keep every parameter to one line
 MAX_PARAMS = 55
 SECTION_FILES = sorted(f for f in NOTEBOOKS if f[:2] in ('01', '02', '03', '04', '05'))
-MAX_RESULT_CELL = 25   # lines of a result's cell: a code cell, not exported, that calls `run.save(`
-# the notebooks whose result cells are all short (issue 26, point 3); each helper adds its own, the merge unions them
-SHORT_RESULT_CELLS = {'05a_embedding_norms.ipynb'}
+MAX_RESULT_CELL = 25   # lines of a result's cell: a code cell, not exported, that asks `run.want(` or calls `run.save(`
+# the notebooks whose result cells are all short (issue 26, point 3); a notebook joins once its result cells are
+SHORT_RESULT_CELLS = {'05a_embedding_norms.ipynb', '05b_prototypes_margins.ipynb'}
 
 
 def _path(file):
@@ -69,9 +69,9 @@ def shape_problems(cells, ids):
 
 
 def long_result_cells(cells):
-    "The result cells (not exported, calling `run.save(`) over `MAX_RESULT_CELL` lines in [(type, source, tags)]."
+    "The result cells (not exported, asking `run.want(` or calling `run.save(`) over `MAX_RESULT_CELL` lines in [(type, source, tags)]."
     return [f'result cell {i} has {_lines(s)} lines > {MAX_RESULT_CELL}' for i, (t, s, _) in enumerate(cells)
-            if t == 'code' and 'run.save(' in s and not s.lstrip().startswith('#| export')
+            if t == 'code' and ('run.save(' in s or 'run.want(' in s) and not s.lstrip().startswith('#| export')
             and _lines(s) > MAX_RESULT_CELL]
 
 
@@ -93,6 +93,8 @@ def test_result_cell_check_catches_a_long_one():
     long, short = '\n'.join(['x = 1'] * 25 + [save]), '\n'.join(['x = 1'] * 24 + [save])
     assert long_result_cells([('code', long, [])]) == ['result cell 0 has 26 lines > 25']
     assert long_result_cells([('code', short, []), ('code', '#| export\n' + long, []), ('markdown', long, [])]) == []
+    asked = "if run.want('x.y'):\n" + '\n'.join(['    x = 1'] * 25) + '\n    save(x)'    # 02's cells save by a helper
+    assert long_result_cells([('code', asked, [])]) == ['result cell 0 has 27 lines > 25']
 
 
 def test_shape_check_catches_the_old_opening():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses, math
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -15,27 +16,36 @@ import xarray as xr
 from matplotlib.lines import Line2D
 
 from .clop_synthetic import lambda_parts
-from .verdicts import Judgement, Comparison, Untested, Equivalence, judge_all
+from .verdicts import (Judgement, Comparison, Untested, Equivalence, judge_all, paired_diff,
+                                            t_critical)
 from ..utils import check_choice
 from .results import parse_numbers
-from ..data import AUG_PRESETS, DATASETS, ImageData
-from .embedding_norms import ema_for_steps, mean_sd
-from ..evaluation import linear_probe
+from ..data import AUG_PRESETS, DATASETS, ImageData, load_dataset
+from ..diagnostics import ema_drift
+from .embedding_norms import ema_for_steps, mean_sd, regroup
+from ..evaluation import kfold_probe, linear_probe
 from ..losses import SIMILARITIES
-from .paper import effects_of, notebook_ids, paper_effect
-from ..train import TrainConfig, encode, load_model, subset_classes, sweep_configs
+from .paper import PAPER, effects_of, notebook_ids, paper_effect
+from ..train import (TrainConfig, build_model, encode, evaluate, load_model, subset_classes,
+                                   sweep_configs)
 
 # %% auto #0
 __all__ = ['CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT', 'T3_JUDGED',
            'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS', 'EMA_PUBLISHED',
-           'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'CURVE_STYLE', 'T2_VARIANTS', 'PROFILES', 'parse_transfer', 'side_label',
-           'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings',
-           'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs', 'run_steps',
-           'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound', 'drop_parts', 'untested',
-           'paper_text', 'judge_untrained', 'ms_status', 'status_panel', 'judge_clop_fig6', 'judge_clop_fig7',
-           'judge_clop_table1', 'judge_clop_ablation', 'judge_margins_table1', 'judge_margins_table2', 'transfer_probe',
-           'paper_pair', 'judge_margins_table3', 'judge_margins_table4', 'judge_margins_fig3', 'judge_margins_fig4',
-           'judge_margins_fig5', 'judge_margins_fig6', 'judge_margins_fig7', 'check_params']
+           'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'SETTINGS_COMPARED', 'UNIT', 'CURVE_STYLE', 'T2_VARIANTS', 'PROFILES',
+           'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants', 'imagenet_runs',
+           'margins_settings', 'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan', 'data_needs',
+           'run_steps', 'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound', 'drop_parts',
+           'untested', 'paper_text', 'judge_untrained', 'status_note', 'gain_txt', 'keep', 'detect_text',
+           'untrained_report', 'ms_status', 'status_panel', 'curve_cells', 'two_panels', 'judge_clop_fig6', 'drops',
+           'report_clop_fig6', 'untrained_probe', 'lars_runs', 'lars_check', 'judge_clop_fig7', 'report_clop_fig7',
+           'judge_clop_table1', 'table1_figure', 'clop_table1_top1', 'report_clop_table1', 'macc', 'target_drift',
+           'probe_runs', 'fig_acc', 'judge_clop_ablation', 'bars', 'report_clop_ablation', 'gain_panel', 'by_dataset',
+           'judge_margins_table1', 'report_margins_table1', 'judge_margins_table2', 'variant_rows', 'gain_figure',
+           'transfer_probe', 'transfer_all', 'paper_pair', 'judge_margins_table3', 'trained_variants',
+           'transfer_targets', 'report_margins_table3', 'judge_margins_table4', 'curve_figure', 'judge_margins_fig3',
+           'report_margins_fig3', 'judge_margins_fig4', 'judge_margins_fig5', 'report_margins_fig5',
+           'judge_margins_fig6', 'report_margins_fig6', 'judge_margins_fig7', 'check_params']
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #a32766d5
 CLOP_ROLES, MARGIN_ROLES = ('C-100', 'TIN'), ('C-10', 'C-100', 'STL', 'TIN')   # the papers' datasets
@@ -452,6 +462,75 @@ def judge_untrained(id: str, profile: str, need: str) -> Judgement:
     "A result this profile does not train: one `Untested` part, with what it would need."
     return judge_all([Untested(f'{id}: not trained at the {profile} scale', need)])
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #9175c842
+def status_note(x: xr.Dataset) -> str:
+    "The settings of a result whose runs collapsed or diverged (the engine's status), as a sentence; '' if none."
+    st = x.status.astype(str)
+    dims = [d for d in st.dims if d != 'seed']
+    flat, out = (st.stack(k=dims) if dims else st.expand_dims(k=[('',)])), []
+    for k in flat.k.values:
+        s = [str(v) for v in flat.sel(k=k).values]
+        if any(b in s for b in BAD):
+            vals = k if isinstance(k, tuple) else (k,)
+            name = ', '.join(f'{d} {v:g}' if isinstance(v, float) else f'{d} {v}' for d, v in zip(dims, vals))
+            out.append(f"{name} ({', '.join(f'{s.count(b)} of {len(s)} {b}' for b in BAD if s.count(b))})")
+    return f" Collapsed or diverged runs (the engine's status): {'; '.join(out)}." if out else ''
+
+def gain_txt(a: xr.DataArray, b: xr.DataArray, digits: int = 3) -> str:
+    "The paired gain a − b as mean ± s.e. over seeds (reported, not a test)."
+    d, se = (float(x) for x in paired_diff(a, b))
+    return f'{d:+.{digits}f} ± {se:.{digits}f}'
+
+def keep(x: xr.Dataset, names=('top1', 'final_probe_top1', 'final_probe_top5', 'status',
+                                 'status_epoch')) -> xr.Dataset:
+    "The variables a result saves, the run statuses as text (netCDF holds no mixed objects)."
+    out = x[[n for n in names if n in x]]
+    return out.assign({n: out[n].astype(str) for n in out.data_vars if out[n].dtype == object})
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #a1bf749f
+SETTINGS_COMPARED = {          # what a claim needs that a profile without its training lacks
+    'clop.fig6': 'batches 32–2048 at lr 0.3·batch/256 for 200 epochs in the SimCLR framework (CIFAR-100): 1,437 '
+                 'digits allow batch ≤ 512, and ≥ 1,000 steps at every batch is beyond the cpu budget',
+    'clop.fig7': 'rates 0.1–10 at batch 1024 for 200 epochs in the SimCLR framework (CIFAR-100; the LARS of the '
+                 "authors' public code at gpu): SGD at the digits' batch tests another optimizer",
+    'clop.table1': "200 epochs at batch 1024 on CIFAR-100 and Tiny-ImageNet: CIFAR-100's λ gaps are 0.5–2 points "
+                   "(.740–.760), Tiny-ImageNet's up to 8 (.616–.696)",
+    'clop.table2': 'SupCon + CLOP at batch 1024 for 200 epochs (CIFAR-100; gpu, paper profiles): at cpu its '
+                   '9 runs (3 similarities × 3 seeds, batch 256) are 455 steps each, below the 1,000 an accuracy '
+                   'claim needs, and cost ~26 s each (measured), ~2 min on two workers, twice what is left',
+    'clop.table3': "Tiny-ImageNet's colour images: the policies' colour operations act on grey 8×8 digits",
+    'margins.table1': '200 epochs per dataset and a resolution of ~0.1 point: the gains are −0.34 … +0.66',
+    'margins.table2': '200 epochs on CIFAR-10/100, STL-10, Tiny-ImageNet with (m₁, m₂), s, c tuned per dataset '
+                      '(Tables 5–8); MoCo + pos. against its baseline at each rate is tested in margins.fig3',
+    'margins.table3': 'cross-dataset transfer (CIFAR-100 ↔ CIFAR-10, Tiny-ImageNet ↔ STL-10) after 200 epochs',
+    'margins.table4': 'ImageNet, ResNet-50, 100 epochs at batch 4096 (paper profile with data_path_in1k)',
+    'margins.fig4': "≥ 1,000 steps at each of several batches up to ~1,024 (Fig. 4's batches are read from the "
+                    "figure only; ours at gpu: 64, 256, 1024): 1,437 digits allow ≤ 512",
+    'margins.fig6': 'the (s, c) grid, 14 settings × seeds at ≥ 1,000 steps: beyond the cpu budget (gpu profile)',
+    'margins.fig7': "200 epochs and ~0.3-point resolution: Table 2's ratio gains at Table 8's m₁ are 0.27–0.69 "
+                    "points (CIFAR-10)",
+}
+UNIT = lambda id: ' top-1' if id.startswith('clop.') else ' points'
+
+def detect_text(j: Judgement, id: str, keep=lambda part: True) -> str:
+    "What the claim's tests detect at their Holm levels, beside the paper's registered effects."
+    return j.detect(paper_text(id, keep), UNIT(id))
+
+def untrained_report(id: str,       # a result ID of this notebook
+                     profile: str,  # the scale that does not train it
+                    ) -> tuple:     # (dataset, table, ours line, verdict, figure or None) for `SectionRun.save`
+    "A result this profile does not train: one Untested part through the gate, with what it would need."
+    need = SETTINGS_COMPARED.get(id, 'a scale this profile does not run')
+    j = judge_untrained(id, profile, need)
+    tab = pd.DataFrame({'paper': {'effect': paper_text(id)}, 'ours': {'effect': f'not trained at {profile}'},
+                        'needs': {'effect': need}}).T
+    fig = None
+    if PAPER[id].kind == 'figure':
+        fig, ax = plt.subplots(figsize=(6, 1.2)); ax.axis('off')
+        ax.text(0, 0.5, f'{id}: not trained at the {profile} scale', fontsize=9); plt.close(fig)
+    ours = f"{j.label}: not trained at the {profile} scale (no budget spent); it needs {need}."
+    return xr.Dataset(attrs=dict(trained=0)), tab, ours, j, fig
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #4a4df931
 CURVE_STYLE = {'base': ('tab:gray', 'o'), 'clop': ('tab:red', 's'), 'etf': ('tab:blue', '^')}
 
@@ -491,6 +570,27 @@ def status_panel(ax, acc: xr.DataArray,  # (variant, x, seed) accuracy, NaN wher
              Line2D([], [], ls='', marker='v', color='k', label='a seed that diverged (at chance)')]
     ax.legend(handles=ax.get_legend_handles_labels()[0] + extra, fontsize=7)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #32dd0d99
+def curve_cells(acc: xr.DataArray,     # (labels, variant, x, seed) accuracy, NaN where a run diverged
+                status: xr.DataArray,  # the same runs' statuses
+                x: str,                # the swept dimension
+               ) -> pd.DataFrame:
+    "Table cells: one row per (labels, curve), one column per value of x."
+    def cell(lab, v, u):
+        at = dict(labels=lab, variant=v, **{x: u})
+        return ms_status(acc.sel(at), status.sel(at))
+    return pd.DataFrame({(lab, CURVE_NAMES[lab][v]): {f'{x} {float(u):g}': cell(lab, v, u) for u in acc[x].values}
+                         for lab, v in CURVES}).T.rename_axis(['labels', 'curve'])
+
+def two_panels(acc: xr.DataArray, status: xr.DataArray, x: str,  # as `curve_cells`
+               chance: float, title: str):
+    "clop Figs. 6-7: the 100 % and the 10 % curves side by side."
+    fig, axs = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, lab in zip(axs, ('100%', '10%')):
+        status_panel(ax, acc.sel(labels=lab), status.sel(labels=lab), x, CURVE_NAMES[lab], chance, f'{lab} labels')
+    fig.suptitle(title, fontsize=9); fig.tight_layout()
+    return fig
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #7199fe8d
 def judge_clop_fig6(ds: xr.Dataset,     # `top1` (labels, variant, batch_size, seed): fraction, chance where diverged
                     resolution: float,  # one test image (1/n_test)
@@ -502,6 +602,82 @@ def judge_clop_fig6(ds: xr.Dataset,     # `top1` (labels, variant, batch_size, s
     return judge_all([p for lab in a.coords('labels')
                       for p in drop_parts(a, 'batch_size', end, CURVE_NAMES[lab], f'{lab} labels, ', resolution,
                                           paper, labels=lab)])
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #0ce6f699
+def drops(acc: xr.DataArray,  # (labels, variant, dim, seed) the judged top-1
+          dim: str, end,      # the swept dimension, and its value the drop is measured to
+         ) -> dict:           # (labels, variant) -> (drop, best value of dim)
+    "Per curve: the seed mean's drop from the seed mean's best value of `dim` to `end`, and that best (reported)."
+    out = {}
+    for lab, v in CURVES:
+        m = acc.sel(labels=lab, variant=v).mean('seed')
+        best = m.idxmax(dim).item()
+        out[(lab, v)] = (float(m.sel({dim: best}) - m.sel({dim: end})), best)
+    return out
+
+def report_clop_fig6(f6: xr.Dataset,   # Fig. 6's runs (labels, variant, batch_size, seed): the judged `top1`,
+                                       # `final_probe_top1`, `status`
+                     j: Judgement,      # `judge_clop_fig6`'s verdict
+                     chance: float,     # top-1 at chance, where a diverged seed is drawn
+                     n_train: int,      # training images (the steps an epoch at each batch)
+                     scale: str, recipe: str, opt: str,  # texts: the scale, CLOP's recipe, its optimizer
+                    ) -> tuple:         # (table, ours line, figure)
+    "clop Fig. 6's table (mean ± std per curve and batch, statuses), `ours` line and its two panels."
+    acc6 = f6.final_probe_top1.where(f6.status != 'diverged')
+    fig = two_panels(acc6, f6.status, 'batch_size', chance, f'clop Fig. 6, ours: top-1 against the batch '
+                     f'(lr 0.3·batch/256, {opt})\n{scale}')
+    tab6 = curve_cells(acc6, f6.status, 'batch_size')
+    bs6 = sorted(int(b) for b in f6.batch_size.values)
+    drop6, N6 = drops(f6.top1, 'batch_size', bs6[0]), n_train
+    note6 = (f" No curve is best above batch {bs6[0]}: with a fixed number of epochs the smallest batch takes "
+             f"the most steps ({N6 // bs6[0]} an epoch, against {N6 // bs6[-1]} at {bs6[-1]}), so the regime where "
+             f"the paper's baselines lose accuracy at small batches is not reached."
+             if all(int(b) == bs6[0] for _, b in drop6.values()) else '')
+    ours6 = (f"{j.label}.{note6} Drop from the best batch (seed mean, reported, not judged: every larger batch is "
+             f"judged) to batch {bs6[0]} (top-1): " + '; '.join(
+        f"{CURVE_NAMES[lab][v]} {drop6[(lab, v)][0]:+.3f} (best {int(drop6[(lab, v)][1])})" for lab, v in CURVES)
+        + f".{status_note(f6)} {scale}; {recipe}. Parts: {j.text}")
+    return tab6, ours6, fig
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #ffa5c03b
+def untrained_probe(cfg: TrainConfig) -> float:
+    "The linear probe of a run's network before training (its seed's initialization)."
+    ch = 1 if cfg.dataset == 'digits' and cfg.backbone == 'small_cnn' else 3
+    data = load_dataset(cfg.dataset, cfg.data_root, image_size=cfg.image_size, channels=ch, path=cfg.data_path)
+    model = build_model(cfg, data.num_classes, len(data.train_x), ch)
+    return evaluate(model, data, cfg, probe=True)['probe_top1']
+
+def lars_runs(ds: xr.Dataset,        # the sweep's result (setting, seed)
+              meta: pd.DataFrame,    # the settings' description (`settings_5b`)
+              runs: list,            # `plan_runs`' (keys, config) of every run
+              seeds: list,
+             ) -> tuple:             # (lars top-1 (labels, variant, seed), untrained network's probe (seed,))
+    "The LARS check beside SGD (group c_lars), and the untrained network probed at each seed."
+    lars = regroup(ds, meta, 'c_lars', ['dataset', 'labels', 'variant']).isel(dataset=0).final_probe_top1
+    cfg0 = next(c for k, c in runs if meta.loc[k['setting'], 'group'] == 'c_lars')
+    init = xr.DataArray([untrained_probe(dataclasses.replace(cfg0, seed=s, out_dir='')) for s in seeds],
+                        dims='seed', coords={'seed': seeds})
+    return lars, init
+
+def lars_check(f7: xr.Dataset,       # Fig. 7's runs (labels, variant, lr, seed), `final_probe_top1`
+               tab: pd.DataFrame,    # Fig. 7's table: the check's rows are added to it
+               lars: xr.DataArray,   # (labels, variant, seed) top-1 of SupCon and SupCon + CLOP with LARS
+               init: xr.DataArray,   # (seed,) the untrained network's probe
+               rule: float,          # the rule's rate, lr 0.3 · batch / 256
+               batch: int,
+              ) -> str:              # the sentence for the ours line
+    "The LARS runs beside SGD and the untrained network: rows added to `tab`, and a sentence for the ours line."
+    col = f'lr {rule:g}'
+    tab.loc[('100%', 'SupCon, LARS (check)'), col] = mean_sd(lars.sel(labels='100%', variant='base'))
+    tab.loc[('100%', 'SupCon + CLOP, LARS (check)'), col] = mean_sd(lars.sel(labels='100%', variant='clop'))
+    tab.loc[('100%', 'untrained network'), col] = mean_sd(init)
+    sgd = f7.final_probe_top1.sel(labels='100%', lr=rule) if rule in f7.lr.values else None
+    lb, lc = (mean_sd(lars.sel(labels='100%', variant=v)) for v in ('base', 'clop'))
+    with_sgd = ('' if sgd is None else
+                f" and {mean_sd(sgd.sel(variant='base'))} / {mean_sd(sgd.sel(variant='clop'))} with SGD")
+    return (f" Why SGD: with the LARS of the authors' code at lr {rule:g} (batch {batch}) SupCon reaches "
+            f"{lb} and "
+            f"SupCon + CLOP {lc}, against {mean_sd(init)} for the untrained network{with_sgd}.")
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #b43e17d0
 def judge_clop_fig7(ds: xr.Dataset,     # `top1` (labels, variant, lr, seed): fraction, chance where diverged
@@ -523,6 +699,39 @@ def judge_clop_fig7(ds: xr.Dataset,     # `top1` (labels, variant, lr, seed): fr
                               labels=lab)]
     return judge_all(parts)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #da7b7702
+def report_clop_fig7(f7: xr.Dataset,   # Fig. 7's runs (labels, variant, lr, seed): the judged `top1`,
+                                       # `final_probe_top1`, `status`, `status_epoch`
+                     j: Judgement,      # `judge_clop_fig7`'s verdict
+                     band: float,       # the chance band (`chance_band`)
+                     chance: float,     # top-1 at chance, where a diverged seed is drawn
+                     batch: int,        # the batch of every rate
+                     scale: str, recipe: str, opt: str,  # texts: the scale, CLOP's recipe, its optimizer
+                     lars: tuple | None = None,  # `lars_runs`' (lars, init) where SGD trains, else None
+                     lr: float = 0.3,   # CLOP's rate per 256 images (the LARS check's rate: lr · batch / 256)
+                    ) -> tuple:         # (table, ours line, figure)
+    "clop Fig. 7's table (mean ± std per curve and rate, statuses; the LARS check), `ours` line and two panels."
+    acc7 = f7.final_probe_top1.where(f7.status != 'diverged')
+    top = max(float(u) for u in f7.lr.values)
+    st7 = lambda lab, v: f7.status.sel(labels=lab, variant=v, lr=top)
+    fig = two_panels(acc7, f7.status, 'lr', chance, f'clop Fig. 7, ours: top-1 against the learning rate, batch '
+                     f'{batch} ({opt})\n{scale}')
+    tab7 = curve_cells(acc7, f7.status, 'lr')
+    lars_txt = lars_check(f7, tab7, *lars, lr * batch / 256, batch) if lars is not None else ''
+    tab7 = tab7.fillna('')
+    drop7 = drops(f7.top1, 'lr', top)
+    def at_top(lab, v):
+        eps = sorted({int(e) for e, s in zip(f7.status_epoch.sel(labels=lab, variant=v, lr=top).values,
+                                             st7(lab, v).values) if s in BAD})
+        return (f"{CURVE_NAMES[lab][v]} {ms_status(acc7.sel(labels=lab, variant=v, lr=top), st7(lab, v))}"
+                + (f" (status from epoch {', '.join(map(str, eps))})" if eps else ''))
+    ours7 = (f"{j.label}. At lr {top:g} (chance band ≤ {band:.3f}; the engine's statuses reported, not judged): "
+             + '; '.join(at_top(lab, v) for lab, v in CURVES)
+             + ". Drop from the best lr (seed mean, reported): "
+             + '; '.join(f"{CURVE_NAMES[lab][v]} {drop7[(lab, v)][0]:+.3f}" for lab, v in CURVES)
+             + f". {scale}, batch {batch}; {recipe}.{lars_txt} Parts: {j.text}")
+    return tab7, ours7, fig
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #e26cc170
 def judge_clop_table1(ds: xr.Dataset,    # `top1` (dataset, lam, seed): SupCon + CLOP top-1 (fraction), 100 % labels
                       resolution: dict,   # dataset -> one test image
@@ -541,6 +750,125 @@ def judge_clop_table1(ds: xr.Dataset,    # `top1` (dataset, lam, seed): SupCon +
         parts += p['best'] + p['stable']
     return judge_all(parts)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #1221ac42
+def table1_figure(sup1: xr.DataArray,  # (dataset, lam, seed) SupCon + CLOP top-1
+                  alone: dict,         # dataset -> (seed,) SupCon alone
+                  sa: list,            # [(seed,) mean reading, (seed,) literal reading] of InfoNCE + CLOP
+                  short: dict, lams: list, weight: float, label_frac: float, title: str):
+    "clop Table 1 as a figure: top-1 against λ per dataset (SupCon alone dashed), and the two readings' bars."
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw=dict(width_ratios=[2, 1]))
+    for d in sup1.dataset.values:
+        a = sup1.sel(dataset=d)
+        axs[0].errorbar(lams, a.mean('seed'), yerr=a.std('seed'), marker='o', capsize=3,
+                        label=f'SupCon + CLOP, {short[d]}')
+        axs[0].axhline(float(alone[d].mean()), ls='--', color='gray', lw=1, label=f'SupCon alone, {short[d]}')
+    axs[0].set(xlabel='λ', ylabel='linear-probe top-1', title='λ, all labels'); axs[0].legend(fontsize=7)
+    axs[1].bar([0, 1], [float(x.mean()) for x in sa], yerr=[float(x.std()) for x in sa], capsize=3,
+               color=['tab:red', 'tab:orange'])
+    axs[1].set_xticks([0, 1], ['mean (ours)', 'literal eq. (4)'])
+    axs[1].set_ylim(max(0, min(float(x.min()) for x in sa) - 0.05), None)
+    axs[1].set(title=f'InfoNCE + CLOP, {label_frac:.0%} labels, λ {weight:g}', ylabel='top-1')
+    fig.suptitle(title, fontsize=9); fig.tight_layout()
+    return fig
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #f3675e11
+def _sup(t1: xr.Dataset, d: str, lam: float, reading: str, k: str = 'final_probe_top1') -> xr.DataArray:
+    "SupCon (λ 0) or SupCon + CLOP at λ, all labels, of clop Table 1's runs: the variable `k` over seeds."
+    return t1[k].sel(dataset=d, labels='100%', reading=reading, variant='clop' if lam else 'base', lam=lam)
+
+def clop_table1_top1(t1: xr.Dataset,  # Table 1's runs (dataset, labels, variant, lam, reading, seed)
+                     lams: list,      # the λ of the grid (λ 0, SupCon alone, is not judged)
+                     reading: str,    # what λ multiplies: 'mean' or 'literal'
+                     chance: dict,    # dataset -> top-1 at chance (fraction)
+                    ) -> xr.DataArray:  # (dataset, lam, seed) SupCon + CLOP top-1, chance where a run diverged
+    "What `judge_clop_table1` judges: SupCon + CLOP's top-1 by dataset and λ, a diverged run at chance."
+    cell1 = lambda d, l: (_sup(t1, d, l, reading).where(_sup(t1, d, l, reading, 'status') != 'diverged', chance[d])
+                          .reset_coords(drop=True))
+    return xr.concat([xr.concat([cell1(d, l) for l in lams], pd.Index(lams, name='lam'))
+                      for d in t1.dataset.values], pd.Index(list(t1.dataset.values), name='dataset'))
+
+def report_clop_table1(t1: xr.Dataset, sup1: xr.DataArray,  # Table 1's runs, and `clop_table1_top1`'s top-1
+                       j: Judgement,   # `judge_clop_table1`'s verdict
+                       lams: list, reading: str, weight: float, label_frac: float,   # λ grid, reading, λ, labels
+                       short: dict,    # dataset -> its short name
+                       scale: str, recipe: str, batch: int, opt: str,  # texts: scale, CLOP's recipe; batch, optimizer
+                      ) -> tuple:      # (table, ours line, figure)
+    "clop Table 1's table (top-1/top-5 by dataset and λ, the readings' sensitivity), `ours` line and figure."
+    sup = lambda d, lam, k='final_probe_top1': _sup(t1, d, lam, reading, k)
+    d1, rows1 = str(t1.dataset.values[0]), {}
+    for d in t1.dataset.values:
+        for lam in [0.0] + lams:
+            rows1[(short[d], f'SupCon + CLOP, λ {lam:g}' if lam else 'SupCon')] = {
+                'top-1': mean_sd(sup(d, lam)), 'top-5': mean_sd(sup(d, lam, 'final_probe_top5'))}
+    sens = {rd: t1.sel(dataset=d1, labels='10%', variant='clop', lam=weight, reading=rd) for rd in ('mean', 'literal')}
+    for rd in ('mean', 'literal'):
+        rows1[(short[d1], f'InfoNCE + CLOP, {label_frac:.0%} labels, λ {weight:g}, {rd} reading')] = {
+            'top-1': mean_sd(sens[rd].final_probe_top1), 'top-5': mean_sd(sens[rd].final_probe_top5)}
+    tab1 = pd.DataFrame(rows1).T.rename_axis(['dataset', 'run'])
+    sa = [sens[rd].final_probe_top1 for rd in ('mean', 'literal')]
+    fig = table1_figure(sup1, {d: sup(d, 0.0) for d in t1.dataset.values}, sa, short, lams, weight, label_frac,
+                        f'clop Table 1, ours: batch {batch}, {opt}\n{scale}')
+    ours1 = (f"{j.label}. SupCon + CLOP top-1 by λ: " + '; '.join(f"{short[d]} " + ', '.join(
+        f"λ {l:g} {float(sup(d, l).mean()):.3f}" for l in [0.0] + lams) for d in t1.dataset.values)
+        + f" (λ 0: SupCon alone). Sensitivity, not judged (InfoNCE + CLOP at {label_frac:.0%} labels): literal − "
+        f"mean reading {gain_txt(sa[1], sa[0])}.{status_note(t1)} {scale}, batch {batch}; {recipe}. "
+        f"Parts: {j.text}")
+    return tab1, ours1, fig
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #49d90854
+def macc(x: xr.Dataset,   # a group's runs: `final_probe_top1` (fraction) and `status`
+         chance: float,   # top-1 at chance (fraction) of its dataset
+        ) -> xr.DataArray:
+    "Linear-probe top-1 of a margins group in % (the paper's unit), a diverged run at chance (NaN: not a run)."
+    return 100 * x.final_probe_top1.where(x.status != 'diverged', chance)
+
+def target_drift(cfg: TrainConfig, model, data) -> float:
+    "`diagnostics.ema_drift` over backbone and projector, θ₀ the seed's initialization rebuilt; NaN without a target."
+    if model.target is None: return float('nan')
+    init = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1])
+    return ema_drift([model.backbone, model.projector], [model.target['backbone'], model.target['projector']],
+                     [init.backbone, init.projector])
+
+def probe_runs(group: str,          # a group of settings (`settings_5b`'s meta.group)
+               meta: pd.DataFrame,  # the settings' description
+               runs: list,          # `plan_runs`' (keys, config) of every run
+               status: xr.DataArray,  # (setting, seed) the runs' statuses: a diverged run is not probed
+               data: dict,          # dataset -> ImageData
+               seeds: list,
+               kfold: int,          # folds of the probe over every image (0: none, NaN)
+               device: str = 'cpu',
+              ) -> xr.Dataset:      # kfold_top1 (%), kfold_logloss, target_drift: (setting, seed)
+    "Per (setting, seed) of a group: the k-fold probe over every image (top-1 in %, log-loss), the target's drift."
+    names, cache = list(meta.index[meta.group == group]), {}
+    out = {v: xr.DataArray(np.full((len(names), len(seeds)), np.nan), dims=('setting', 'seed'),
+                           coords={'setting': names, 'seed': seeds})
+           for v in ('kfold_top1', 'kfold_logloss', 'target_drift')}
+    for k, c in runs:
+        n, s = k['setting'], k['seed']
+        if n not in names or str(status.sel(setting=n, seed=s).item()) == 'diverged': continue
+        if c.out_dir not in cache:
+            cfg, model = load_model(c.out_dir, device)
+            dat = data[cfg.dataset]
+            f = encode(model, torch.cat([dat.train_x, dat.test_x]).to(device), dat.mean, dat.std)
+            y = torch.cat([dat.train_y, dat.test_y]).to(device)
+            r = kfold_probe(f, y, kfold) if kfold else {}            # the same folds (seed 0) for every run
+            cache[c.out_dir] = (100 * r.get('accuracy', np.nan), r.get('logloss', np.nan),
+                                target_drift(cfg, model, dat))
+        for v, val in zip(out, cache[c.out_dir]): out[v].loc[n, s] = val
+    return xr.Dataset(out)
+
+def fig_acc(x: xr.Dataset,   # a figure's runs: `final_probe_top1`, `status`
+            p: xr.Dataset,   # their `probe_runs`, regrouped like `x`
+            data: ImageData,  # the dataset they trained on
+            kfold: int,      # folds of the probe over every image (0: the engine's probe of the test split)
+           ) -> tuple[xr.DataArray, float, str]:
+    "Top-1 in % (a diverged run at chance) of a figure's runs, its resolution, and which probe it is."
+    chance = 1 / data.num_classes
+    if not kfold: return macc(x, chance), 100 / len(data.test_y), f'probe on the {len(data.test_y)} test images'
+    n = len(data.train_y) + len(data.test_y)
+    return (p.kfold_top1.where(x.status != 'diverged', 100 * chance), 100 / n,
+            f'{kfold}-fold probe over all {n} images (log-loss beside)')
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #f83e19ae
 def judge_clop_ablation(ds: xr.Dataset,     # `top1` (<dim>, seed): SupCon + CLOP top-1 (fraction) per setting
                         id: str,            # 'clop.table2' or 'clop.table3': the paper's effects come from its
@@ -553,6 +881,52 @@ def judge_clop_ablation(ds: xr.Dataset,     # `top1` (<dim>, seed): SupCon + CLO
     parts = [claim(a(**{dim: x}), a(**{dim: y}), +1, f'{x} − {y}', resolution, paper_effect(id, f'{x} − {y}'),
                    1 - float(a(**{dim: y}).mean())) for i, x in enumerate(order) for y in order[i + 1:]]
     return judge_all(parts or [untested(f'{id}: the paper\'s order', f'fewer than two of {order} trained')])
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #9285b32e
+def bars(ax, acc: xr.DataArray, dim: str, names: list, title: str):
+    "Mean ± std over seeds for each value of `dim`."
+    for i, n in enumerate(names):
+        ax.bar(i, float(acc.sel({dim: n}).mean()), yerr=float(acc.sel({dim: n}).std()), capsize=3, color=f'C{i}')
+    ax.set_xticks(range(len(names)), names)
+    ax.set(ylabel='linear-probe top-1', title=title); ax.title.set_fontsize(8)
+    ax.set_ylim(max(0, float(acc.min()) - 0.05), min(1, float(acc.max()) + 0.03))
+
+def report_clop_ablation(t: xr.Dataset,  # the runs (dim, seed): judged `top1` (fraction), test-split probe, status
+                         p: xr.Dataset,  # their `probe_runs`, regrouped like `t`
+                         j: Judgement,   # `judge_clop_ablation`'s verdict
+                         dim: str, order: list,  # the ablated setting, the paper's order (best first)
+                         title: str, how: str,   # the figure's title, which probe (`fig_acc`)
+                         scale: str, batch: int, recipe: str,  # texts: the scale; the batch; CLOP's recipe
+                        ) -> tuple:      # (table, ours line, figure)
+    """clop Tables 2-3: SupCon + CLOP over one ablated setting, the paper's order judged pairwise on the k-fold probe
+    over every image where `kfold` (else the engine's probe of the test split), in fractions as the paper prints."""
+    acc, judged = t.top1, [o for o in order if o in t[dim].values]
+    shown = judged + [o for o in t[dim].values if o not in judged]
+    tab = pd.DataFrame({o: {'top-1': mean_sd(acc.sel({dim: o})), 'log-loss': mean_sd(p.kfold_logloss.sel({dim: o})),
+                            'test-split top-1': mean_sd(t.final_probe_top1.sel({dim: o})),
+                            'test-split top-5': mean_sd(t.final_probe_top5.sel({dim: o})), 'judged': o in judged}
+                        for o in shown}).T
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    bars(ax, acc, dim, shown, f'{title} ({how})\n{scale}'); fig.tight_layout()
+    ours = (f"{j.label}. SupCon + CLOP top-1 ({how}): "
+            + ', '.join(f"{o} {float(acc.sel({dim: o}).mean()):.3f}" for o in shown)
+            + f".{status_note(t)} {scale}, batch {batch}; {recipe}. Parts: {j.text}")
+    return tab, ours, fig
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #076fd3c0
+def gain_panel(ax, acc: xr.DataArray, dim: str, base, names: list, title: str):
+    "Paired gains over the baseline (mean over seeds, bars of the unadjusted 95 % t-interval) per value of `dim`."
+    for i, n in enumerate(names):
+        dm, se = (float(x) for x in paired_diff(acc.sel({dim: n}), acc.sel({dim: base})))
+        ax.errorbar(i, dm, yerr=t_critical(len(acc.seed)) * se, marker='o', capsize=4, color=f'C{i}')
+    ax.axhline(0, color='k', lw=0.8); ax.set_xticks(range(len(names)), names, rotation=20, fontsize=7)
+    ax.set(ylabel=f'top-1 gain over {base} (points)', title=title); ax.title.set_fontsize(8)
+
+def by_dataset(x: xr.Dataset,  # a margins group's runs with a `dataset` dimension
+               chance: dict,   # dataset -> top-1 at chance (fraction)
+              ) -> xr.DataArray:
+    "Top-1 in % of a margins group with a `dataset` dimension, each dataset's diverged runs at its chance."
+    return xr.concat([macc(x.sel(dataset=d), chance[d]) for d in x.dataset.values], 'dataset')
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #3f34fb40
 def judge_margins_table1(ds: xr.Dataset,    # `top1` (dataset, model, att, alpha, seed) in %, chance where diverged
@@ -568,6 +942,40 @@ def judge_margins_table1(ds: xr.Dataset,    # `top1` (dataset, model, att, alpha
                              f'{d} {MNAME[m]} type {t} α {al:g} − α 0', 'upper', resolution[d])
                       for t in ('I', 'II') for al in a.coords('alpha') if al > 0]
     return judge_all(parts)
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #6c9f6f01
+def report_margins_table1(tm1: xr.Dataset,  # Table 1's runs (dataset, model, att, alpha, seed), the judged `top1` in %
+                          j: Judgement,      # `judge_margins_table1`'s verdict
+                          alphas: list,      # the α > 0 of the grid
+                          short: dict,       # dataset -> its short name
+                          scale: str, recipe: str,  # texts: the scale (of the first dataset), margins' recipe
+                         ) -> tuple:         # (table, ours line, figure)
+    "margins Table 1's table (type I/II by α, per dataset and method), `ours` line and gain panels (first dataset)."
+    rows, als = {}, alphas
+    for d in tm1.dataset.values:
+        a = tm1.top1.sel(dataset=d)
+        for m in MARGIN_METHODS:
+            b0 = a.sel(model=m, att='none', alpha=0.0)
+            rows[(short[d], MNAME[m], 'α 0')] = {'type I': mean_sd(b0), 'type II': mean_sd(b0)}
+            for al in als:
+                rows[(short[d], MNAME[m], f'α {al:g}')] = {f'type {t}': mean_sd(a.sel(model=m, att=t, alpha=al))
+                                                          for t in ('I', 'II')}
+    tabm1 = pd.DataFrame(rows).T.rename_axis(['dataset', 'method', 'α'])
+    d = str(tm1.dataset.values[0]); a = tm1.top1.sel(dataset=d)
+    names = [f'{t} α {al:g}' for t in ('I', 'II') for al in als]
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, m in zip(axs, MARGIN_METHODS):
+        sub = xr.concat([a.sel(model=m, att=t, alpha=al) for t in ('I', 'II') for al in als]
+                        + [a.sel(model=m, att='none', alpha=0.0)], pd.Index(names + ['α 0'], name='v'))
+        gain_panel(ax, sub, 'v', 'α 0', names, f'{MNAME[m]}: type and α against α 0 (green: ±1 point)')
+        ax.axhspan(-M_MARGIN, M_MARGIN, color='green', alpha=0.1)
+    fig.suptitle(f'margins Table 1, ours\n{scale}', fontsize=9); fig.tight_layout()
+    top = lambda m, t, al: float(a.sel(model=m, att=t, alpha=al).mean())
+    oursm1 = (f"{j.label}. Top-1 by α (type I/II): " + '; '.join(
+        f"{MNAME[m]} α 0 {top(m, 'none', 0.0):.3f}, " + ', '.join(
+            f"α {al:g} {top(m, 'I', al):.3f}/{top(m, 'II', al):.3f}" for al in als) for m in MARGIN_METHODS)
+        + f".{status_note(tm1)} {scale}; {recipe}. Parts: {j.text}")
+    return tabm1, oursm1, fig
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #ad97ff5c
 T2_VARIANTS = {'moco_v3': ['base', 'margins', 'pos', 'pos&curv', 'ratio'],   # margins Table 2's rows
@@ -599,6 +1007,23 @@ def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lr
                          res), gain('byol', 'curv')]
     return judge_all(parts)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #5e69bc78
+def variant_rows(a: xr.DataArray, label, variants: dict = T2_VARIANTS) -> dict:
+    "Table rows (label, method, variant) -> mean ± std, and the paired gain over the method's baseline."
+    return {(label, MNAME[m], v): {'top-1': mean_sd(a.sel(model=m, variant=v)), 'gain over the baseline (± s.e.)':
+                                   '' if v == 'base' else gain_txt(a.sel(model=m, variant=v),
+                                                                   a.sel(model=m, variant='base'))}
+            for m, vs in variants.items() for v in vs}
+
+def gain_figure(rows: list, title: str, variants: dict = T2_VARIANTS):
+    "One row of gain panels (one per method) per (label, (model, variant, seed) accuracy)."
+    fig, axs = plt.subplots(len(rows), len(variants), figsize=(4 * len(variants), 3.4 * len(rows)), squeeze=False)
+    for r, (label, a) in enumerate(rows):
+        for ax, (m, vs) in zip(axs[r], variants.items()):
+            gain_panel(ax, a.sel(model=m), 'variant', 'base', vs[1:], f'{MNAME[m]}, {label}: gain over {MNAME[m]}')
+    fig.suptitle(title, fontsize=9); fig.tight_layout()
+    return fig
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #824c3fa0
 def transfer_probe(run_dir: str | Path,          # a finished training run (train's out_dir)
                    target: ImageData,             # the target dataset, at the run's image side and channels
@@ -612,6 +1037,35 @@ def transfer_probe(run_dir: str | Path,          # a finished training run (trai
     tr, te = (encode(model, x, target.mean, target.std) for x in (data.train_x, data.test_x))   # (n, f), (m, f)
     out = linear_probe(tr, data.train_y, te, data.test_y, epochs=epochs, seed=cfg.seed)
     return dict(top1=out['top1'], top5=out['top5'])
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #881b7464
+def transfer_all(meta: pd.DataFrame,    # the settings' description; group m_t3 holds the transfer rows
+                 runs: list,            # `plan_runs`' (keys, config) of every run
+                 status: xr.DataArray,  # (setting, seed) the runs' statuses: a diverged source is not probed
+                 transfer: list,        # the parsed pairs (`parse_transfer`)
+                 data: dict,            # dataset -> ImageData of the sources
+                 seeds: list,
+                 load_target,           # (dataset, side, channels) -> ImageData: the target at the source's shape
+                 probe_epochs: int, backbone: str,  # the probe's epochs; the runs' backbone (digits: 1 channel on
+                 device: str = 'cpu',               # the small CNN, else 3)
+                ) -> xr.DataArray:      # (setting, seed) transfer top-1 (fraction)
+    "Transfer top-1 of every (setting, seed) of group m_t3; NaN where the source run diverged."
+    run_dir = {(k['setting'], k['seed']): c.out_dir for k, c in runs}
+    names, targets = meta.index[meta.group == 'm_t3'], {}
+    top1 = xr.DataArray(np.full((len(names), len(seeds)), np.nan), dims=('setting', 'seed'),
+                        coords={'setting': list(names), 'seed': seeds})
+    threads = torch.get_num_threads(); torch.set_num_threads(1)    # small probes: one thread is the fastest
+    for (src, s_cls), (dst, d_cls) in transfer:
+        pair = f'{side_label((src, s_cls))} → {side_label((dst, d_cls))}'
+        side, ch = data[src].train_x.shape[-1], 1 if src == 'digits' and backbone == 'small_cnn' else 3
+        if (dst, side, ch) not in targets: targets[(dst, side, ch)] = load_target(dst, side, ch)
+        for n in names[meta.loc[names, 'pair'] == pair]:
+            for s in seeds:
+                if str(status.sel(setting=n, seed=s).item()) == 'diverged': continue
+                top1.loc[n, s] = transfer_probe(run_dir[(n, s)], targets[(dst, side, ch)], d_cls, probe_epochs,
+                                                device)['top1']
+    torch.set_num_threads(threads)
+    return top1
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #9b7c154d
 def paper_pair(pair: tuple) -> str | None:
@@ -637,6 +1091,47 @@ def judge_margins_table3(ds: xr.Dataset,   # `top1` (pair, model, variant, seed)
                                100 - float(b.mean())))
     return judge_all(parts)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #eced8b23
+def trained_variants(meta: pd.DataFrame,  # the settings' description of one group (model, variant columns)
+                    ) -> dict:            # model -> the variants trained, in Table 2's order (models without any dropped)
+    "The rows of margins Table 2's variants (`T2_VARIANTS`) that a group trained (Table 3: `transfer_rows`)."
+    V = {m: [v for v in vs if ((meta.model == m) & (meta.variant == v)).any()] for m, vs in T2_VARIANTS.items()}
+    return {m: vs for m, vs in V.items() if vs}
+
+def transfer_targets(pairs: dict,  # pair name -> ((src, classes), (dst, classes))
+                     data: dict,   # dataset -> ImageData
+                    ) -> tuple[dict, dict]:  # pair -> the target's test images; pair -> its chance, in %
+    "The target test set's size and chance (in %) of each transfer pair, classes kept where the pair names them."
+    n_test = {p: int(np.isin(data[b[0]].test_y.numpy(), b[1]).sum()) if b[1] else len(data[b[0]].test_y)
+              for p, (a, b) in pairs.items()}
+    return n_test, {p: 100 / (len(b[1]) if b[1] else data[b[0]].num_classes) for p, (a, b) in pairs.items()}
+
+def report_margins_table3(tm3: xr.Dataset,  # the transfer runs (pair, model, variant, seed): judged `top1` (%),
+                                            # `source_top1` (%), `status`
+                          j: Judgement,      # `judge_margins_table3`'s verdict
+                          variants: dict,    # `trained_variants`: the rows trained
+                          scale: str, recipe: str,  # texts: the source's scale, margins' recipe
+                          digits: bool,      # the pairs are halves of the digits' classes
+                          judged_rows: bool,  # only the rows the claims compare were trained (transfer_rows judged)
+                         ) -> tuple:         # (table, ours line, figure)
+    "margins Table 3's table (transfer top-1 and gains, source top-1), `ours` line and gain panels per pair."
+    rows, pairs = {}, []
+    for p in tm3.pair.values:
+        a, src = tm3.top1.sel(pair=p), tm3.source_top1.sel(pair=p); pairs.append((p, a))
+        rows.update({k: {**r, 'source top-1 (in-domain)': mean_sd(src.sel(model=MKEY[k[1]], variant=k[2]))}
+                     for k, r in variant_rows(a, p, variants).items()})
+    tabm3 = pd.DataFrame(rows).T.rename_axis(['pair', 'method', 'variant'])
+    fig = gain_figure(pairs, f'margins Table 3, ours: transfer gains, bars of the 95 % t-interval\n{scale}', variants)
+    mean3 = lambda a, m, v: float(a.sel(model=m, variant=v).mean())
+    oursm3 = (f"{j.label}. Transfer top-1: " + ' | '.join(f"{p}: " + '; '.join(f"{MNAME[m]} " + ', '.join(
+        f"{v} {mean3(a, m, v):.3f}" for v in vs) for m, vs in variants.items()) for p, a in pairs)
+        + f".{status_note(tm3)} {scale}; {recipe}"
+        + ("; source and target are halves of the digits' classes: transfer to unseen classes of one "
+           "dataset, not across datasets, so no column of the paper's Table 3 applies" if digits else '')
+        + ("; only the rows its claims compare were trained (transfer_rows judged)" if judged_rows
+           else '') + f". Parts: {j.text}")
+    return tabm3, oursm3, fig
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #1a27c212
 def judge_margins_table4(ds: xr.Dataset,    # `top1` (model, variant, seed) in %: ImageNet, ResNet-50
                          resolution: float,  # one validation image, in points (100/50,000)
@@ -647,6 +1142,18 @@ def judge_margins_table4(ds: xr.Dataset,    # `top1` (model, variant, seed) in %
                             f'{MNAME[m]} + pos&curv − {MNAME[m]}', resolution,
                             paper_effect('margins.table4', f'{MNAME[m]} + pos&curv − {MNAME[m]}'),
                             100 - float(a(model=m, variant='base').mean())) for m in a.coords('model')])
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #88f5e88e
+def curve_figure(acc: xr.DataArray, x: str, lines: dict, xlabel: str, title: str, log: bool = True):
+    "Mean ± std over seeds against `x`, one line per label -> (seed, x) accuracy."
+    fig, ax = plt.subplots(figsize=(6.8, 3.9))
+    xs = [float(u) for u in acc[x].values]
+    for label, a in lines.items():
+        ax.errorbar(xs, a.mean('seed'), yerr=a.std('seed'), marker='o', capsize=3, label=label)
+    if log: ax.set_xscale('log')
+    ax.set_xticks(xs, [f'{u:.3g}' for u in xs]); ax.minorticks_off(); ax.legend(fontsize=8)
+    ax.set(xlabel=xlabel, ylabel='linear-probe top-1 (%)', title=title); ax.title.set_fontsize(8); fig.tight_layout()
+    return fig, ax
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #8579bacf
 def judge_margins_fig3(ds: xr.Dataset,    # `top1` (model, s, lrf, seed) in %, chance where diverged (NaN: no run)
@@ -671,6 +1178,33 @@ def judge_margins_fig3(ds: xr.Dataset,    # `top1` (model, s, lrf, seed) in %, c
     parts += [within(si(s), si(1.0), M_MARGIN, f'SimCLR does not improve: s {s:g} − s 1', 'upper', resolution)
               for s in grid('simclr') if s > 1] or [untested('SimCLR does not improve', 'the grid has no s above 1')]
     return judge_all(parts)
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #aeac68cd
+def report_margins_fig3(f3: xr.Dataset,  # Fig. 3's runs (model, s, lrf, seed): judged `top1` (%), `final_probe_top1`
+                        p3: xr.Dataset,  # their `probe_runs` (kfold_logloss, target_drift), regrouped like `f3`
+                        j: Judgement,    # `judge_margins_fig3`'s verdict
+                        grid: dict,      # model -> the s it trained
+                        lr_factors: list,  # the baseline's lr grid (x the paper's rate)
+                        how: str, scale: str, recipe: str,  # texts: which probe, the scale, margins' recipe
+                       ) -> tuple:       # (table, ours line, figure)
+    "margins Fig. 3's table (top-1, log-loss, test-split probe, target drift per run), `ours` line and curves."
+    a = f3.top1
+    mo, si, ss, ssi = a.sel(model='moco_v3'), a.sel(model='simclr', lrf=1.0), grid['moco_v3'], grid['simclr']
+    lines = {f'MoCo v3, lr ×{f:g}': mo.sel(lrf=f) for f in lr_factors} | {'SimCLR': si}
+    fig, _ = curve_figure(a.sel(s=sorted(set(ss) | set(ssi))), 's', lines, 'positive scale s',
+                          f'margins Fig. 3, ours ({how})\n{scale}')
+    rows = [(m, s, f) for m in MARGIN_METHODS for s in grid[m] for f in lr_factors
+            if not np.isnan(a.sel(model=m, s=s, lrf=f)).all()]
+    tabf3 = pd.DataFrame({(MNAME[m], f's {s:g}', f'lr ×{f:g}'): {
+        'top-1': mean_sd(a.sel(model=m, s=s, lrf=f)), 'log-loss': mean_sd(p3.kfold_logloss.sel(model=m, s=s, lrf=f)),
+        'test-split probe': mean_sd(100 * f3.final_probe_top1.sel(model=m, s=s, lrf=f)),
+        'target drift': mean_sd(p3.target_drift.sel(model=m, s=s, lrf=f), 2)} for m, s, f in rows}).T
+    drift = float(p3.target_drift.sel(model='moco_v3').mean())
+    oursf3 = (f"{j.label}. Top-1 ({how}): " + '; '.join(f"{MNAME[m]} s {s:g} lr ×{f:g} "
+              f"{float(a.sel(model=m, s=s, lrf=f).mean()):.2f}" for m, s, f in rows)
+              + f". MoCo v3's EMA target moved {drift:.2f} of the network's distance from initialization."
+              + f"{status_note(f3)} {scale}; {recipe}. Parts: {j.text}")
+    return tabf3, oursf3, fig
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #9f4f9ab1
 def judge_margins_fig4(ds: xr.Dataset,    # `top1` (batch_size, s, seed) in %: SimCLR, chance where diverged
@@ -701,6 +1235,34 @@ def judge_margins_fig5(ds: xr.Dataset,    # `top1` (model, c, seed) in %, c = in
     if len(cs) < 2: parts.append(untested('negligible for larger c', f'the grid has only c {cs[0]:.3g}'))
     return judge_all(parts)
 
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #c6c82668
+def report_margins_fig5(f5: xr.Dataset,  # Fig. 5's runs (model, c, seed): judged `top1` (%), `final_probe_top1`
+                        p5: xr.Dataset,  # their `probe_runs` (kfold_logloss, target_drift), regrouped like `f5`
+                        j: Judgement,    # `judge_margins_fig5`'s verdict
+                        how: str, scale: str, recipe: str,  # texts: which probe, the scale, margins' recipe
+                       ) -> tuple:       # (table, ours line, figure)
+    "margins Fig. 5's table (per method and c), `ours` line and curves (dashed: no curvature, band ±1 point)."
+    a = f5.top1
+    cs = sorted(float(c) for c in f5.c.values if np.isfinite(c))
+    fig, ax = curve_figure(a.sel(c=cs), 'c', {MNAME[m]: a.sel(model=m, c=cs) for m in MARGIN_METHODS},
+                           'curvature c (s = 1)', f'margins Fig. 5, ours ({how}; dashed: no curvature, band ±1 '
+                                                  f'point)\n{scale}')
+    for i, m in enumerate(MARGIN_METHODS):
+        b = float(a.sel(model=m, c=np.inf).mean())
+        ax.axhline(b, color=f'C{i}', ls='--', lw=1)
+        ax.axhspan(b - M_MARGIN, b + M_MARGIN, color=f'C{i}', alpha=0.08)
+    cell = lambda m, c: {'top-1': mean_sd(a.sel(model=m, c=c)), 'log-loss': mean_sd(p5.kfold_logloss.sel(model=m, c=c)),
+                         'test-split probe': mean_sd(100 * f5.final_probe_top1.sel(model=m, c=c)),
+                         'target drift': mean_sd(p5.target_drift.sel(model=m, c=c), 2)}
+    tabf5 = pd.DataFrame({(MNAME[m], f'c {c:.3g}' if np.isfinite(c) else 'no curvature'): cell(m, c)
+                          for m in MARGIN_METHODS for c in cs + [np.inf]}).T
+    drift = float(p5.target_drift.sel(model='moco_v3').mean())
+    oursf5 = (f"{j.label}. Top-1 ({how}) by c ({', '.join(f'{c:.3g}' for c in cs)}; none): " + '; '.join(
+        f"{MNAME[m]} " + ', '.join(f"{float(a.sel(model=m, c=c).mean()):.2f}" for c in cs + [np.inf])
+        for m in MARGIN_METHODS) + f". MoCo v3's EMA target moved {drift:.2f} of the network's distance from "
+        f"initialization.{status_note(f5)} {scale}; {recipe}. Parts: {j.text}")
+    return tabf5, oursf5, fig
+
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #4037d886
 def judge_margins_fig6(ds: xr.Dataset,    # `top1` (s, c, seed) in %: MoCo v3, c = inf no curvature
                        resolution: float,  # one test image, in points
@@ -718,6 +1280,38 @@ def judge_margins_fig6(ds: xr.Dataset,    # `top1` (s, c, seed) in %: MoCo v3, c
                    f'c < 0.7', resolution, P('mean over c ≥ 1 − mean over c < 0.7')) if hi and lo else
              untested('mean over c ≥ 1 − mean over c < 0.7', 'the c grid lacks values on one side of 1')]
     return judge_all(parts)
+
+# %% ../../nbs/repro/05b_prototypes_margins.ipynb #26cc0568
+def report_margins_fig6(f6m: xr.Dataset,  # Fig. 6's runs (s, c, seed): MoCo v3's judged `top1` (%), `status`
+                        j: Judgement,     # `judge_margins_fig6`'s verdict
+                        scale: str, recipe: str,  # texts: the scale, margins' recipe
+                       ) -> tuple:        # (table, ours line, figure)
+    "margins Fig. 6's table (top-1 by s and c, the spread over c), `ours` line, and the grid as a map and curves."
+    a = f6m.top1
+    ss6, cs6 = sorted(float(s) for s in f6m.s.values), sorted(float(c) for c in f6m.c.values if np.isfinite(c))
+    spread = lambda s: a.sel(s=s, c=cs6).std('c')
+    grid = a.sel(c=cs6).mean('seed').transpose('s', 'c')
+    fig, axs = plt.subplots(1, 2, figsize=(12, 3.9))
+    im = axs[0].imshow(grid.values, cmap='viridis', aspect='auto'); plt.colorbar(im, ax=axs[0])
+    for i in range(len(ss6)):
+        for j_ in range(len(cs6)):
+            axs[0].text(j_, i, f'{float(grid[i, j_]):.1f}', ha='center', va='center', fontsize=7, color='w')
+    axs[0].set_xticks(range(len(cs6)), [f'{c:.2g}' for c in cs6])
+    axs[0].set_yticks(range(len(ss6)), [f'{s:g}' for s in ss6])
+    axs[0].set(xlabel='curvature c', ylabel='positive scale s', title='MoCo v3 top-1 (%), mean over seeds')
+    for s in ss6:
+        x = a.sel(s=s, c=cs6)
+        axs[1].errorbar(cs6, x.mean('seed'), yerr=x.std('seed'), marker='o', capsize=3, label=f's {s:g}')
+    axs[1].set_xscale('log'); axs[1].set_xticks(cs6, [f'{c:.2g}' for c in cs6]); axs[1].minorticks_off()
+    axs[1].legend(fontsize=8); axs[1].set(xlabel='curvature c', ylabel='linear-probe top-1 (%)')
+    fig.suptitle(f'margins Fig. 6, ours\n{scale}', fontsize=9); fig.tight_layout()
+    tabf6 = pd.DataFrame({f's {s:g}': {**{f'c {c:.3g}': mean_sd(a.sel(s=s, c=c)) for c in cs6},
+                                       'no curvature': mean_sd(a.sel(s=s, c=np.inf)), 'spread over c': mean_sd(spread(s))}
+                          for s in ss6}).T
+    oursf6 = (f"{j.label}. MoCo v3 top-1 by c ({', '.join(f'{c:.3g}' for c in cs6)}): " + '; '.join(
+        f"s {s:g} " + ', '.join(f"{float(a.sel(s=s, c=c).mean()):.3f}" for c in cs6) for s in ss6)
+        + f".{status_note(f6m)} {scale}; {recipe}. Parts: {j.text}")
+    return tabf6, oursf6, fig
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #fa1b0288
 def judge_margins_fig7(ds: xr.Dataset,    # `top1` (model, m1, seed) in %, m1 = 0: no ratio; chance if diverged
