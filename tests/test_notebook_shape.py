@@ -16,6 +16,11 @@ MAX_CELL = 60     # lines of any code cell
 # (its PROFILES) or are a `-p` knob of the command line, and cutting one would change what a user can run, so we
 # bound what we measured (05b 55, 05a 42, 04 27, 03 24, 02 22, 01 10) and keep every parameter to one line
 MAX_PARAMS = 55
+MAX_RESULT_CELL = 25   # lines of a result's cell: it calls exported, tested functions, then registers the result
+# the notebooks whose result cells are all short (issue 26, point 3); each branch adds its own, a merge unions them
+SHORT_RESULT_CELLS = {'02_toy_simulations.ipynb', '04_directclr.ipynb'}
+# a result's cell registers it: `run.save(...)`, or a notebook's own `save(...)` around it (02's closes the figure)
+RESULT_CALL = re.compile(r'\brun\.save\(|^\s*save\(', re.M)
 SECTION_FILES = sorted(f for f in NOTEBOOKS if f[:2] in ('01', '02', '03', '04', '05'))
 
 
@@ -82,3 +87,28 @@ def test_shape_check_catches_the_old_opening():
     assert any('no claims table' in p for p in found)
     assert any('97 lines' in p for p in found) and any('PARAMS list' in p for p in found)
     assert any('56 lines' in p for p in found) and any('parameter_values' in p for p in found)
+
+
+def long_result_cells(cells):
+    "The result cells of a notebook's cells [(type, source, tags)] that are not `#| export` and exceed MAX_RESULT_CELL."
+    return [f'code cell {i} registers a result in {_lines(s)} lines > {MAX_RESULT_CELL}'
+            for i, (t, s, _) in enumerate(cells) if t == 'code' and not s.lstrip().startswith('#| export')
+            and RESULT_CALL.search(s) and _lines(s) > MAX_RESULT_CELL]
+
+
+@pytest.mark.parametrize('file', SECTION_FILES)
+def test_result_cells_are_short(file):
+    long = long_result_cells(_cells(file))
+    if file not in SHORT_RESULT_CELLS:
+        pytest.skip(f'{file} is not in SHORT_RESULT_CELLS yet ({len(long)} long result cells)')
+    assert long == []
+
+
+def test_result_cell_check_catches_a_long_cell():
+    body = ["if run.want('x.fig1'):"] + ['    y = 1'] * 25
+    cells = [('code', '\n'.join(body + ["    run.save('x.fig1', ds, fig=fig)"]), []),
+             ('code', '\n'.join(body + ["    save('x.fig1', ds, fig)"]), []),
+             ('code', '\n'.join(body[:20] + ["    run.save('x.fig1', ds, fig=fig)"]), []),   # short: fine
+             ('code', '#| export\n' + '\n'.join(body + ["    run.save('x', ds)"]), []),     # exported code
+             ('code', '\n'.join(body), [])]                                                # registers nothing
+    assert long_result_cells(cells) == [f'code cell {i} registers a result in 27 lines > 25' for i in (0, 1)]
