@@ -25,9 +25,9 @@ from ..train import TrainConfig, encode, load_model, sweep_configs
 __all__ = ['SETTINGS_COMPARED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'SCORE_COLUMNS', 'COLLAPSE', 'FIG2_UNTRAINED', 'PROFILES',
            'directclr_settings', 'select_settings', 'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part',
            'paper_text', 'setting_table', 'bar_panel', 'curve_panel', 'judge_table1', 'judge_table2', 'score_table',
-           'diagonal_spread', 'orthogonal_gap', 'judge_subvector', 'measure_subvector', 'subvector_labels',
-           'subvector_table', 'probe_line', 'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2', 'report_fig9',
-           'fig2_dataset', 'report_fig2', 'judge_fig12', 'check_params']
+           'diagonal_spread', 'orthogonal_gap', 'probe_line', 'judge_subvector', 'measure_subvector',
+           'subvector_labels', 'subvector_table', 'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2',
+           'report_fig9', 'fig2_dataset', 'report_fig2', 'judge_fig12', 'check_params']
 
 # %% ../../nbs/repro/04_directclr.ipynb #f0c40f88
 def directclr_settings(d0: int,          # DirectCLR's sub-vector size
@@ -256,6 +256,15 @@ def orthogonal_gap(probe: xr.DataArray,  # (setting, seed) with 'orthogonal' and
     gap = float(np.abs(probe.sel(setting='orthogonal') - probe.sel(setting='none')).max())
     return f"; fixed orthogonal vs none: largest per-seed gap {gap:.3f} (the same loss up to rounding)"
 
+def probe_line(j: Judgement,   # the result's verdict
+               means: dict,    # row name -> its probe accuracy, mean over seeds
+               folds: int, base_text: str, scale: str,  # the probe's folds, the baseline's words, the scale
+               extra: str = '',  # words after the parts
+              ) -> str:
+    "The `ours` line of a probe result: verdict, the probe's mean per row, the baseline, the parts, the scale."
+    return (f"{j.label}. Linear probe top-1, {folds}-fold CV: " + ', '.join(f"{k} {v:.3f}" for k, v in means.items())
+            + f" ({base_text}); {j.text}{extra}; {scale}")
+
 # %% ../../nbs/repro/04_directclr.ipynb #cdfbf7d5
 def judge_subvector(ds: xr.Dataset,            # `probe` (setting, seed): 'whole r', 'r[:d₀]' (DirectCLR runs),
                                                # 'random subset' (its runs' whole r), those trained
@@ -303,15 +312,6 @@ def subvector_table(dsv: xr.Dataset,  # `measure_subvector`
                        index=[labels[k] for k in keys])
     if raw: tab.loc['raw pixels'] = f"{raw['probe']:.3f}"
     return tab
-
-def probe_line(j: Judgement,   # the result's verdict
-               means: dict,    # row name -> its probe accuracy, mean over seeds
-               folds: int, base_text: str, scale: str,  # the probe's folds, the baseline's words, the scale
-               extra: str = '',  # words after the parts
-              ) -> str:
-    "The `ours` line of a probe result: verdict, the probe's mean per row, the baseline, the parts, the scale."
-    return (f"{j.label}. Linear probe top-1, {folds}-fold CV: " + ', '.join(f"{k} {v:.3f}" for k, v in means.items())
-            + f" ({base_text}); {j.text}{extra}; {scale}")
 
 # %% ../../nbs/repro/04_directclr.ipynb #9ead94c1
 COLLAPSE = 1e-3   # a covariance eigenvalue below this fraction of the largest counts as a collapsed dimension
