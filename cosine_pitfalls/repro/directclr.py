@@ -22,10 +22,12 @@ from .paper import effects_of, paper_effect
 from ..train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['SETTINGS_COMPARED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'COLLAPSE', 'PROFILES', 'directclr_settings', 'select_settings',
-           'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part', 'paper_text', 'setting_table', 'bar_panel',
-           'curve_panel', 'judge_table1', 'judge_table2', 'judge_subvector', 'spectrum_panel', 'collapsed',
-           'judge_fig9', 'judge_fig2', 'judge_fig12', 'check_params']
+__all__ = ['SETTINGS_COMPARED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'SCORE_COLUMNS', 'COLLAPSE', 'FIG2_UNTRAINED', 'PROFILES',
+           'directclr_settings', 'select_settings', 'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part',
+           'paper_text', 'setting_table', 'bar_panel', 'curve_panel', 'judge_table1', 'judge_table2', 'score_table',
+           'diagonal_spread', 'orthogonal_gap', 'probe_line', 'judge_subvector', 'measure_subvector',
+           'subvector_labels', 'subvector_table', 'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2',
+           'report_fig9', 'fig2_dataset', 'report_fig2', 'judge_fig12', 'check_params']
 
 # %% ../../nbs/repro/04_directclr.ipynb #f0c40f88
 def directclr_settings(d0: int,          # DirectCLR's sub-vector size
@@ -226,6 +228,43 @@ def judge_table2(ds: xr.Dataset,                # `probe` (setting, seed); `diag
         parts.append(p)
     return judge_all(parts)
 
+# %% ../../nbs/repro/04_directclr.ipynb #27d8513a
+SCORE_COLUMNS = {'linear probe (CV)': 'probe', 'probe log-loss': 'logloss', 'kNN (CV)': 'knn'}
+
+def score_table(ds: xr.Dataset,  # probe, logloss, knn over (setting, seed)
+                names: list,     # the settings, one row each
+                raw: dict | None = None,        # the raw pixels' `cv_scores` (None: not computed)
+                untrained: dict | None = None,  # the untrained network's `cv_scores`, mean over seeds
+               ) -> pd.DataFrame:
+    "Probe, log-loss and kNN (mean ± std over seeds) per setting, then the untrained network and the raw pixels."
+    tab = setting_table(ds, names, SCORE_COLUMNS)
+    for name, ref in (('untrained network', untrained), ('raw pixels', raw)):
+        if ref: tab.loc[name] = [f"{ref[m]:.3f}" for m in SCORE_COLUMNS.values()]
+    return tab
+
+def diagonal_spread(w: np.ndarray,  # (seed, d) |weights| of the trained diagonal projectors
+                    seeds: list,    # their seeds
+                   ) -> tuple[xr.DataArray, str]:  # spread (seed,), and the words the line adds
+    "Table 2's diagonal projectors: largest/smallest |wᵢ| per seed, and how the result's line reports them."
+    spread = xr.DataArray(w.max(1) / np.maximum(w.min(1), 1e-12), dims='seed', coords=dict(seed=seeds))
+    return spread, (f"; trained diagonal |w| in [{w.min():.2f}, {w.max():.2f}], largest/smallest per seed "
+                    + ', '.join(f'{r:.2f}' for r in spread.values))
+
+def orthogonal_gap(probe: xr.DataArray,  # (setting, seed) with 'orthogonal' and 'none'
+                  ) -> str:
+    "Table 2's words on the fixed orthogonal projector: its largest per-seed gap to no projector."
+    gap = float(np.abs(probe.sel(setting='orthogonal') - probe.sel(setting='none')).max())
+    return f"; fixed orthogonal vs none: largest per-seed gap {gap:.3f} (the same loss up to rounding)"
+
+def probe_line(j: Judgement,   # the result's verdict
+               means: dict,    # row name -> its probe accuracy, mean over seeds
+               folds: int, base_text: str, scale: str,  # the probe's folds, the baseline's words, the scale
+               extra: str = '',  # words after the parts
+              ) -> str:
+    "The `ours` line of a probe result: verdict, the probe's mean per row, the baseline, the parts, the scale."
+    return (f"{j.label}. Linear probe top-1, {folds}-fold CV: " + ', '.join(f"{k} {v:.3f}" for k, v in means.items())
+            + f" ({base_text}); {j.text}{extra}; {scale}")
+
 # %% ../../nbs/repro/04_directclr.ipynb #cdfbf7d5
 def judge_subvector(ds: xr.Dataset,            # `probe` (setting, seed): 'whole r', 'r[:d₀]' (DirectCLR runs),
                                                # 'random subset' (its runs' whole r), those trained
@@ -236,6 +275,43 @@ def judge_subvector(ds: xr.Dataset,            # `probe` (setting, seed): 'whole
     return judge_all([order_part(ds.probe, 'whole r', 'r[:d₀]', 'directclr.subvector', resolution),
                       order_part(ds.probe, 'whole r', 'random subset', 'directclr.subvector', resolution,
                                  baseline, part='fixed − random subset')])
+
+# %% ../../nbs/repro/04_directclr.ipynb #d9152bed
+def measure_subvector(probe: xr.DataArray,  # (setting, seed) the probe's accuracy of every run
+                      feats: dict,          # (setting, seed) -> (n, d) frozen features of every labelled image
+                      y: Tensor,            # (n,) their labels
+                      d0: int,              # DirectCLR's sub-vector size
+                      seeds: list,          # the seeds, in `probe`'s order
+                      folds: int, probe_iter: int,  # the probe's folds and L-BFGS iterations (`cv_scores`)
+                      attrs: dict,          # the dataset's attrs (the raw pixels' probe, d₀)
+                     ) -> xr.Dataset:       # `probe` (setting, seed): 'whole r', 'r[:d₀]', 'random subset', those run
+    "directclr.subvector's rows: DirectCLR's whole r, a probe on its r[:d₀] alone, the random-subset runs' r."
+    names, rows = [str(s) for s in probe.setting.values], {}
+    if 'directclr' in names:
+        rows['whole r'] = probe.sel(setting='directclr').values
+        rows['r[:d₀]'] = [cv_scores(feats['directclr', s][:, :d0], y, folds, max_iter=probe_iter)['probe']
+                          for s in seeds]
+    if 'random_subset' in names: rows['random subset'] = probe.sel(setting='random_subset').values
+    sv = xr.DataArray(np.array(list(rows.values()), dtype=float).reshape(len(rows), len(seeds)),
+                      dims=('setting', 'seed'), coords=dict(setting=list(rows), seed=seeds))
+    return xr.Dataset(dict(probe=sv), attrs=attrs)
+
+def subvector_labels(d0: int) -> dict:
+    "How the sub-vector rows are named in the table and the line."
+    return {'whole r': 'DirectCLR, probe on r (fixed r[:d₀])', 'r[:d₀]': f'DirectCLR, probe on r[:{d0}]',
+            'random subset': 'random d₀-subset, probe on r'}
+
+def subvector_table(dsv: xr.Dataset,  # `measure_subvector`
+                    labels: dict,     # `subvector_labels`
+                    raw: dict | None = None,  # the raw pixels' `cv_scores` (None: not computed)
+                   ) -> pd.DataFrame:
+    "The sub-vector controls' probe, mean ± std over seeds, and the raw pixels."
+    sv, keys = dsv.probe, [str(k) for k in dsv.setting.values]
+    tab = pd.DataFrame({'linear probe (CV)': [f"{float(sv.sel(setting=k).mean()):.3f} ± "
+                                              f"{float(sv.sel(setting=k).std()):.3f}" for k in keys]},
+                       index=[labels[k] for k in keys])
+    if raw: tab.loc['raw pixels'] = f"{raw['probe']:.3f}"
+    return tab
 
 # %% ../../nbs/repro/04_directclr.ipynb #9ead94c1
 COLLAPSE = 1e-3   # a covariance eigenvalue below this fraction of the largest counts as a collapsed dimension
@@ -286,6 +362,57 @@ def judge_fig2(ds: xr.Dataset,         # `z_spectrum` (seed, z_component): SimCL
                "so a smaller run can show collapse happening, not test that statement")
         parts.append(Untested("the paper's statement (a 128-d ImageNet embedding)", why))
     return judge_all(parts)
+
+# %% ../../nbs/repro/04_directclr.ipynb #d62c61b3
+FIG2_UNTRAINED = 'mlp2 not trained at this profile (-p settings=all trains it)'
+
+def report_fig9(d9: xr.Dataset,   # `r_spectrum` (setting, seed, r_component), `r_erank` (setting, seed): last epoch
+                j: Judgement,     # `judge_fig9(d9)`
+                rep: int,         # the representation width d
+                scale: str,       # the run's scale, for the line
+               ) -> tuple[pd.DataFrame, str]:  # the table (a row per setting) and the `ours` line
+    "directclr.fig9's table (collapsed dimensions of r per seed, effective rank) and its `ours` line."
+    names = [str(s) for s in d9.setting.values]
+    n9 = collapsed(d9.r_spectrum, 'r_component')
+    erank = ', '.join(f"{n} {float(d9.r_erank.sel(setting=n).mean()):.2f}" for n in names)
+    tab = pd.DataFrame({'collapsed dims of r (per seed)': [f"{n9.sel(setting=n).values.tolist()} of {rep}"
+                                                           for n in names],
+                        'effective rank of r (reported)': [f"{float(d9.r_erank.sel(setting=n).mean()):.2f}"
+                                                           for n in names]}, index=names)
+    ours = (f"{j.label}. Collapsed dimensions of r (eigenvalue < {COLLAPSE:g} of the largest), mean over seeds: "
+            + ', '.join(f"{n} {float(n9.sel(setting=n).mean()):.2f}" for n in names) + f" of {rep}"
+            + ('; the no-projector run does not collapse at this scale' if 'none' in names
+               and float(n9.sel(setting='none').mean()) < 1 else '')
+            + f"; {j.text}; effective rank of r (reported, not judged): {erank}; {scale}")
+    return tab, ours
+
+def fig2_dataset(last: xr.Dataset,  # the sweep at its last epoch: z_spectrum, r_spectrum, z_erank by setting
+                 names: list,       # the settings trained
+                 paper_scale: bool, # the run is the paper's (ImageNet, a 128-d embedding, 100 epochs)
+                ) -> xr.Dataset:    # mlp2's spectra (seed, component); empty where mlp2 was not trained
+    "directclr.fig2's data: the 2-layer projector's run (mlp2), or an empty dataset."
+    if 'mlp2' not in names: return xr.Dataset()
+    return last[['z_spectrum', 'r_spectrum', 'z_erank']].sel(setting='mlp2').assign_attrs(
+        collapse_threshold=COLLAPSE, paper_scale=int(paper_scale))
+
+def report_fig2(d2: xr.Dataset,    # `fig2_dataset`
+                j: Judgement,      # its verdict
+                seeds: list, rep: int, head_width: int, head_out: int,  # the runs' seeds and widths
+                scale: str,        # the run's scale, for the line
+               ) -> tuple[pd.DataFrame, str, str]:  # table, `ours` line, `detect` line
+    "directclr.fig2's table (collapsed dimensions per seed of the embedding and of r), `ours` and `detect` lines."
+    if 'z_spectrum' not in d2:
+        return (pd.DataFrame({'trained': ['no']}, index=['mlp2']),
+                f"{j.label}. The 2-layer projector (mlp2) was not trained at this profile; {scale}", FIG2_UNTRAINED)
+    nz, nr = collapsed(d2.z_spectrum, 'z_component'), collapsed(d2.r_spectrum, 'r_component')
+    tab = pd.DataFrame({'collapsed dims of the embedding': nz.values, 'collapsed dims of r': nr.values},
+                       index=pd.Index(seeds, name='seed'))
+    ours = (f"{j.label}. SimCLR with a 2-layer projector ({rep} → {head_width} → {head_out}): collapsed "
+            f"embedding dimensions per seed {nz.values.tolist()} of {head_out} "
+            f"(eigenvalue < {COLLAPSE:g} of the largest), against {nr.values.tolist()} of {rep} in its "
+            f"representation r; {j.text}; {scale}")
+    return tab, ours, (j.detect('a 128-d spectrum, no count (a figure)', ' collapsed dimensions')
+                       + "; the paper's scale: ImageNet, a 128-d embedding, 100 epochs")
 
 # %% ../../nbs/repro/04_directclr.ipynb #66a5d772
 def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d₀, the width d among them
