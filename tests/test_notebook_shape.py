@@ -16,6 +16,12 @@ MAX_CELL = 60     # lines of any code cell
 # (its PROFILES) or are a `-p` knob of the command line, and cutting one would change what a user can run, so we
 # bound what we measured (05b 55, 05a 42, 04 27, 03 24, 02 22, 01 10) and keep every parameter to one line
 MAX_PARAMS = 55
+# lines of a result cell: a code cell that is not `#| export` and calls `run.save(` (issue 26, point 3: it calls
+# exported measure/judge/report functions, the computing and composing live in the section module)
+MAX_RESULT_CELL = 25
+# the notebooks whose result cells are held to MAX_RESULT_CELL (one set, unioned when branches merge); the others
+# are reported as expected failures while they still have longer ones
+SHORT_RESULT_CELLS = {'01_gradients.ipynb', '03_clop_synthetic.ipynb'}
 SECTION_FILES = sorted(f for f in NOTEBOOKS if f[:2] in ('01', '02', '03', '04', '05'))
 
 
@@ -63,6 +69,26 @@ def shape_problems(cells, ids):
     if not any(t == 'code' and 'parameter_values(' in s for t, s, _ in cells):
         out.append('the parameters are not recorded with core.parameter_values')
     return out
+
+
+def long_result_cells(cells):
+    "The result cells (not `#| export`, calling `run.save(`) longer than MAX_RESULT_CELL lines, as messages."
+    return [f'result cell {i} has {_lines(s)} lines > {MAX_RESULT_CELL}' for i, (t, s, _) in enumerate(cells)
+            if t == 'code' and 'run.save(' in s and not s.lstrip().startswith('#| export')
+            and _lines(s) > MAX_RESULT_CELL]
+
+
+@pytest.mark.parametrize('file', SECTION_FILES)
+def test_result_cells_are_short(file):
+    found = long_result_cells(_cells(file))
+    if file not in SHORT_RESULT_CELLS and found: pytest.xfail(f'{file} not yet shortened: {found[:3]}')
+    assert found == []
+
+
+def test_result_cell_check_catches_a_long_cell():
+    save = "if run.want('x'):\n" + '    y = 1\n' * 25 + "    run.save('x', ds)"
+    found = long_result_cells([('code', save, []), ('code', '#| export\n' + save, []), ('code', 'y = 1\n' * 40, [])])
+    assert found == ['result cell 0 has 27 lines > 25']
 
 
 @pytest.mark.parametrize('file', SECTION_FILES)
