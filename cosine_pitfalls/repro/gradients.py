@@ -262,7 +262,7 @@ def measure_pitfalls_cor2(dims: list,   # embedding dimensions
                           generator: torch.Generator | None = None,
                           n_neg: int = 8,  # InfoNCE negatives
                          ) -> xr.Dataset:  # identity_err, growth_ulps, visible over (dim, loss, regime, case)
-    "pitfalls.cor2: one autograd gradient step per case (lr log-uniform on [1e-3, 1e3]) and `step_growth`'s checks."
+    "pitfalls.cor2: one autograd gradient step per case (lr log-uniform on [1e-3, 1e3]), `step_growth`'s checks."
     rows = {k: [] for k in ('identity_err', 'growth_ulps', 'visible')}
     for d in dims:
         per_loss = {k: [] for k in rows}
@@ -447,7 +447,7 @@ def measure_pitfalls_cor4(dims: list,   # embedding dimensions
                           n_cases: int, # random cases per (dimension, τ, angle regime)
                           generator: torch.Generator | None = None,
                           n_neg: int = 8,  # negatives per anchor, norms log-uniform on [1e-3, 1e3]
-                         ) -> xr.Dataset:  # rel_err, kappa, scaled_err, rel_err_printed over (dim, tau, regime, case)
+                         ) -> xr.Dataset:  # rel_err, kappa, scaled_err, rel_err_printed; (dim, tau, regime, case)
     "pitfalls.cor4: the corrected and the printed Eq. 4 against autograd's InfoNCE gradient."
     errs = {k: [] for k in ('rel_err', 'kappa', 'scaled_err', 'rel_err_printed')}
     for d in dims:
@@ -459,14 +459,15 @@ def measure_pitfalls_cor4(dims: list,   # embedding dimensions
                   * log_uniform((len(phi), n_neg, 1), 1e-3, 1e3, generator))
             b = autograd_grad(lambda a, p, n: info_nce_anchor_loss(a, p, n, tau), zi, zj, zk)
             a = info_nce_grad(zi, zj, zk, tau)
-            terms = 2 / (tau * zi.norm(dim=-1))    # attraction (unit) + softmax-weighted repulsion (weights sum to 1)
+            terms = 2 / (tau * zi.norm(dim=-1))    # attraction (unit) + softmax-weighted repulsion (weights: 1)
             for k, v in (('rel_err', rel_err(a, b)), ('kappa', terms / b.norm(dim=-1)),
                          ('scaled_err', (a - b).norm(dim=-1) / terms),
                          ('rel_err_printed', rel_err(info_nce_grad_printed(zi, zj, zk, tau), b))):
                 per[k].append(v.view(len(ANGLE_REGIMES), n_cases))
         for k in errs: errs[k].append(torch.stack(per[k]))
     ds = xr.Dataset({k: (('dim', 'tau', 'regime', 'case'), torch.stack(v).numpy()) for k, v in errs.items()},
-                    coords=dict(dim=list(dims), tau=COR4_TAUS, regime=list(ANGLE_REGIMES), case=np.arange(n_cases)))
+                    coords=dict(dim=list(dims), tau=COR4_TAUS, regime=list(ANGLE_REGIMES),
+                                case=np.arange(n_cases)))
     ds.attrs.update(description=f'pitfalls Cor. 4 vs torch.autograd, {n_neg} negatives, norms 1e-3..1e3; '
                                 f'rel_err: corrected form', tol=TOL)
     return ds
@@ -723,8 +724,10 @@ def _thm41_angle_level(n_cases: int, generator) -> dict:
         for s, soft in enumerate((False, True)):
             for b, beta in enumerate(THM41_BETAS):
                 for c, tau in enumerate(THM41_TAUS):
-                    m1, m2 = 1.6 * float(torch.rand(1, generator=generator)), float(torch.rand(1, generator=generator))
-                    theta = random_angles((n_cases, K), generator); p = random_targets((n_cases, K), soft, generator)
+                    m1 = 1.6 * float(torch.rand(1, generator=generator))
+                    m2 = float(torch.rand(1, generator=generator))
+                    theta = random_angles((n_cases, K), generator)
+                    p = random_targets((n_cases, K), soft, generator)
                     ref = autograd_grad(lambda t_: margin_loss(t_, p, tau, m1, m2, beta), theta)
                     est = margin_theta_grad(theta, p, tau, m1, m2, beta)
                     terms = margin_terms(theta, p, tau, m1, m2, beta).norm(dim=-1)
@@ -754,10 +757,11 @@ def _thm41_embedding_level(dims: list, n_cases: int, generator,
                 E['scaled_err'][a, r, b] = ((est - ref).norm(dim=-1) / terms).numpy()
     return E
 
+# %% ../../nbs/repro/01_gradients.ipynb #9d6a0118
 def measure_margins_thm41(dims: list,   # embedding dimensions of the embedding-level check
                           n_cases: int, # random cases per cell
                           generator: torch.Generator | None = None,
-                         ) -> xr.Dataset:  # angle_* over (K, targets, beta, tau, case), embedding_* over (dim, regime, beta, case)
+                         ) -> xr.Dataset:  # angle_* (K, targets, beta, tau, case), embedding_* (dim, regime, beta, case)
     "margins.thm41: Thm. 4.1 against autograd at the angle level, then at the embedding level (K=8, τ=0.25)."
     A = _thm41_angle_level(n_cases, generator)
     E = _thm41_embedding_level(dims, n_cases, generator)
@@ -1010,7 +1014,8 @@ def measure_margins_fig1(theta: Tensor,     # (X,) angles θ of the map's column
     "margins.fig1: |∂L̃/∂θ| of Eq. 14 without margins (β = 1) for a positive (p = 1) and a negative (p = 0)."
     pos = (1 - q[:, None]) * torch.sin(theta[None, :]) / tau          # (q, θ): |(p − q̃) sin θ/τ| with p = 1
     neg = q[:, None] * torch.sin(theta[None, :]) / tau                # p = 0
-    ds = xr.Dataset({'grad_positive': (('q', 'theta'), pos.numpy()), 'grad_negative': (('q', 'theta'), neg.numpy())},
+    ds = xr.Dataset({'grad_positive': (('q', 'theta'), pos.numpy()),
+                     'grad_negative': (('q', 'theta'), neg.numpy())},
                     coords=dict(theta=theta.numpy(), q=q.numpy()))
     ds.attrs.update(description=f'margins Fig. 1: |∂L̃/∂θ| (Eq. 14) without margins, β=1, τ={tau:g}', tau=tau,
                     beta=1.0)
@@ -1047,9 +1052,10 @@ def measure_margins_fig2(theta: Tensor,     # (X,) angles θ⁺ of the map's col
     first = angular_multiplier(theta, torch.ones_like(theta), m1)[None, :].expand(len(q), -1)   # constant in q
     second = ratio_map(theta[None, :], q[:, None], tau, m1)
     ds = xr.Dataset({'angular_multiplier': (('q', 'theta'), first.numpy()),
-                     'logit_ratio': (('q', 'theta'), second.numpy())}, coords=dict(theta=theta.numpy(), q=q.numpy()))
-    ds.attrs.update(description=f'margins Fig. 2: the multipliers of Thm. 4.1, m1={m1:g}, τ={tau:g}, β=1, one-hot p',
-                    m1=m1, tau=tau)
+                     'logit_ratio': (('q', 'theta'), second.numpy())},
+                    coords=dict(theta=theta.numpy(), q=q.numpy()))
+    ds.attrs.update(description=f'margins Fig. 2: the multipliers of Thm. 4.1, m1={m1:g}, τ={tau:g}, β=1, '
+                                'one-hot p', m1=m1, tau=tau)
     return ds
 
 def report_margins_fig2(ds: xr.Dataset,  # `measure_margins_fig2`'s dataset
@@ -1063,8 +1069,8 @@ def report_margins_fig2(ds: xr.Dataset,  # `measure_margins_fig2`'s dataset
     plot_map(axs[1], th, q, ds.logit_ratio.values, '(p−βq)/(p−βq̃) (positives and negatives)', 'θ⁺ (rad)',
              'q̃⁺', log=True, one_line=True)
     for ax, x1 in zip(axs, [(math.pi - m1) / 2, math.pi - m1 / 2]): ax.axvline(x1, color='limegreen', ls=':', lw=1)
-    fig.suptitle(f'margins Fig. 2 (rebuilt): gradient multipliers of the angular margin, m₁ = {m1:g}, τ = {tau:g}, '
-                 'β = 1; green: weight 1\n(left: negative for θ⁺ > π − m₁, drawn at the colour floor)')
+    fig.suptitle(f'margins Fig. 2 (rebuilt): gradient multipliers of the angular margin, m₁ = {m1:g}, '
+                 f'τ = {tau:g}, β = 1; green: weight 1\n(left: negative for θ⁺ > π − m₁, drawn at the colour floor)')
     fig.tight_layout()
     one1 = float(th[np.argmin(np.abs(ds.angular_multiplier.isel(q=0).values - 1))])
     peak = th[ds.logit_ratio.argmax('theta').values]                         # per q̃ row
@@ -1076,7 +1082,8 @@ def report_margins_fig2(ds: xr.Dataset,  # `measure_margins_fig2`'s dataset
                        index=['sin(θ+m₁)/sin θ', '(p−βq)/(p−βq̃)'])
     return tab, (f"{j.label} from Thm. 4.1's closed-form multipliers: sin(θ⁺+m₁)/sin θ⁺ falls monotonically "
                  f"in θ⁺ (→∞ as θ⁺→0, 1 at θ⁺=(π−m₁)/2≈{(math.pi - m1) / 2:.2f}); the ratio peaks at θ⁺=(π−m₁)/2 "
-                 f"in every q̃⁺ row, rises with q̃⁺ (max {float(ds.logit_ratio.max()):.1f}) and is 1 at θ⁺=π−m₁/2"), fig
+                 f"in every q̃⁺ row, rises with q̃⁺ (max {float(ds.logit_ratio.max()):.1f}) and is 1 at "
+                 f"θ⁺=π−m₁/2"), fig
 
 # %% ../../nbs/repro/01_gradients.ipynb #ea7b25cd
 FIG8_M1S, FIG8_TAUS = [0.2, 0.4, 0.8, 1.6, 3.1], [0.1, 0.25, 0.5]   # panels: the m₁ of margins Fig. 7; our τ
@@ -1084,15 +1091,15 @@ FIG8_THRESHOLDS = [1.25, 1.5, 2.0, 4.0]    # our cuts for "strong emphasis" (the
 def measure_margins_fig8(theta: Tensor,     # (X,) angles θ⁺ of the maps' columns, in the open (0, π)
                          q: Tensor,         # (Y,) q̃⁺ of their rows, in the open (0, 1)
                          m1s: list = FIG8_M1S, taus: list = FIG8_TAUS, thresholds: list = FIG8_THRESHOLDS,
-                        ) -> xr.Dataset:    # logit_ratio (tau, m1, q, theta); centre_theta, green_share, emphasized_share
+                        ) -> xr.Dataset:    # logit_ratio (tau, m1, q, theta), centre_theta, green_share, ...
     "margins.fig8: the ratio maps per (τ, m₁), their centres and the shares of the map with ratio > 1 and ≥ t."
     R = torch.stack([torch.stack([ratio_map(theta[None, :], q[:, None], tau, m1) for m1 in m1s])
                      for tau in taus])  # (tau, m1, q, θ)
     ds = xr.Dataset({'logit_ratio': (('tau', 'm1', 'q', 'theta'), R.numpy())},
                     coords=dict(tau=list(taus), m1=list(m1s), theta=theta.numpy(), q=q.numpy()))
     ds.attrs.update(description='margins Fig. 8: (p−βq)/(p−βq̃) over (θ⁺, q̃⁺), β=1, one-hot p')
-    ds['emphasized_share'] = xr.concat([(ds.logit_ratio >= t).mean(('q', 'theta')) for t in thresholds],
-                                       dim=xr.DataArray(list(thresholds), dims='threshold'))  # (threshold, tau, m1)
+    ds['emphasized_share'] = xr.concat([(ds.logit_ratio >= t).mean(('q', 'theta')) for t in thresholds],  # (t, τ, m₁)
+                                       dim=xr.DataArray(list(thresholds), dims='threshold'))
     ds['centre_theta'] = xr.DataArray(ds.theta.values[ds.logit_ratio.max('q').argmax('theta').values],
                                       coords=dict(tau=list(taus), m1=list(m1s)))
     ds['green_share'] = (ds.logit_ratio > 1).mean(('q', 'theta'))   # (tau, m1): area (a), where the ratio > 1
@@ -1132,7 +1139,8 @@ def report_margins_fig8(ds: xr.Dataset,  # `measure_margins_fig8`'s dataset (τ 
                  f"(a, our reading of its green line) the area with ratio > 1 narrows with m₁ "
                  f"({float(gs.isel(m1=0)):.2f} → {float(gs.isel(m1=-1)):.2f} of the map, m₁ {m1s[0]:g} → "
                  f"{m1s[-1]:g}); (b, ours) the area with ratio ≥ 2 broadens up to m₁ = {peaks} and shrinks "
-                 f"beyond (τ=0.25: {float(a2.isel(m1=0)):.2f} → {float(a2.max()):.2f} → {float(a2.isel(m1=-1)):.2f})")
+                 f"beyond (τ=0.25: {float(a2.isel(m1=0)):.2f} → {float(a2.max()):.2f} → "
+                 f"{float(a2.isel(m1=-1)):.2f})")
 
 # %% ../../nbs/repro/01_gradients.ipynb #a9adfa27
 def collapsed_batch(trials: int, n: int, d: int,  # trials x (n positive pairs) in R^d
@@ -1392,12 +1400,14 @@ def measure_clop_lemma2(n_trials: int,  # random configurations per (k, m)
     "clop.lemma2: L_class before and after the construction, and the optimal last embedding, on random unit X."
     dec, etas, best_gap, resid = [], [], [], []
     for k, m in settings:
-        X = torch.randn(n_trials, k, m, generator=generator, dtype=torch.float64); X = X / X.norm(dim=-1, keepdim=True)
+        X = torch.randn(n_trials, k, m, generator=generator, dtype=torch.float64)
+        X = X / X.norm(dim=-1, keepdim=True)
         Xp, eta = project_last(X); Xb = best_last(X)
         dec.append((class_loss(X) - class_loss(Xp)).numpy()); etas.append(eta.numpy())
         best_gap.append((class_loss(Xp) - class_loss(Xb)).numpy())
         resid.append((Xb[:, -1] - span_projection(X[:, :-1], Xb[:, -1])).norm(dim=-1).numpy())
-    ds = xr.Dataset({'decrease': (('setting', 'trial'), np.stack(dec)), 'eta': (('setting', 'trial'), np.stack(etas)),
+    ds = xr.Dataset({'decrease': (('setting', 'trial'), np.stack(dec)),
+                     'eta': (('setting', 'trial'), np.stack(etas)),
                      'optimum_below_construction': (('setting', 'trial'), np.stack(best_gap)),
                      'optimum_out_of_span': (('setting', 'trial'), np.stack(resid))},
                     coords=dict(setting=[f'k={k}, m={m}' for k, m in settings], trial=np.arange(n_trials),
@@ -1413,12 +1423,14 @@ def report_clop_lemma2(ds: xr.Dataset,  # `measure_clop_lemma2`'s dataset
     tab = pd.DataFrame({'share lowered': (ds.decrease > 0).mean('trial').to_series(),
                         'min decrease': ds.decrease.min('trial').to_series(),
                         'median decrease': ds.decrease.median('trial').to_series(),
-                        'optimum ≤ construction': (ds.optimum_below_construction >= -1e-12).mean('trial').to_series(),
+                        'optimum ≤ construction':
+                            (ds.optimum_below_construction >= -1e-12).mean('trial').to_series(),
                         'optimum out-of-span residual': ds.optimum_out_of_span.max('trial').to_series()})
     share, mind = float((ds.decrease > 0).mean()), float(ds.decrease.min())
     return tab, (f"{j.label}: the construction lowered L_class (= Σ_{{i≠j}} cos, Eq. 3's minus dropped) in "
                  f"{share:.0%} of {ds.decrease.size} random trials (min decrease {mind:.1e}); the optimal last "
-                 f"embedding lies in the span of the others (residual ≤ {float(ds.optimum_out_of_span.max()):.0e})")
+                 f"embedding lies in the span of the others "
+                 f"(residual ≤ {float(ds.optimum_out_of_span.max()):.0e})")
 
 # %% ../../nbs/repro/01_gradients.ipynb #c2f2d423
 def pos_neg_similarity(U: Tensor, V: Tensor,  # (..., n, d) each, rows normalized inside
@@ -1692,7 +1704,8 @@ def measure_directclr_lemma2(dims: list,    # dimensions d of the d×d weights
         W, x, xp = random_linear_problem(n_lin[d], N, d, generator)
         A = directclr_alpha(x @ W.mT, xp @ W.mT)
         S0, S1 = directclr_sigmas(x, xp, A)
-        scale = (S0.flatten(1).norm(dim=-1) + S1.flatten(1).norm(dim=-1)).clamp_min(1e-300)  # 0: every α underflowed
+        # 0 where every α underflowed
+        scale = (S0.flatten(1).norm(dim=-1) + S1.flatten(1).norm(dim=-1)).clamp_min(1e-300)
         X, Xpr = directclr_X(x, xp, A), directclr_X(x, xp, A, printed=True)
         res['rel_err_proof_X'].append((X - (S0 - S1)).flatten(1).norm(dim=-1) / scale)
         res['rel_err_printed_eq6'].append((Xpr - (S0 - S1)).flatten(1).norm(dim=-1) / scale)
