@@ -3,7 +3,9 @@
 Each section notebook opens with markdown that holds a table of every result ID of its notebook (from the paper
 registry, `cosine_pitfalls.paper`) with the paper's statement verbatim, before its first code cell; no code cell
 is longer than `MAX_CELL` lines; its `parameters` cell has one parameter a line and at most `MAX_PARAMS` lines; its
-parameters are recorded from the parsed cell (`core.parameter_values`), never from a hand-kept list of names."""
+parameters are recorded from the parsed cell (`core.parameter_values`), never from a hand-kept list of names; in the
+notebooks of `SHORT_RESULT_CELLS`, every result cell (not `#| export`, calling `run.save(`) has at most
+`MAX_RESULT_CELL` lines: it calls exported, tested functions that compute, judge and compose."""
 import json, re
 
 import pytest
