@@ -21,9 +21,6 @@ MAX_RESULT_CELL = 25   # lines of a result's cell: it calls exported, tested fun
 # a result's cell: not exported; it asks `run.want(`, or registers with `run.save(` or a notebook's own `save(` (02's
 # closes the figure)
 RESULT_CALL = re.compile(r'\brun\.(save|want)\(|^\s*save\(', re.M)
-# the notebooks whose result cells are all short (issue 26, point 3); a notebook joins once its result cells are
-SHORT_RESULT_CELLS = {'02_toy_simulations.ipynb', '04_directclr.ipynb', '05a_embedding_norms.ipynb',
-                      '05b_prototypes_margins.ipynb'}
 
 
 def _path(file):
@@ -86,10 +83,8 @@ def test_section_notebook_reads_like_the_paper(file):
 
 @pytest.mark.parametrize('file', SECTION_FILES)
 def test_result_cells_are_short(file):
-    "Each result's cell calls exported functions and saves: at most `MAX_RESULT_CELL` lines (`SHORT_RESULT_CELLS`)."
-    found = long_result_cells(_cells(file))
-    if file not in SHORT_RESULT_CELLS and found: pytest.xfail(f'{file} not yet shortened: {found[:2]}')
-    assert found == []
+    "Each result's cell calls exported functions and saves: at most `MAX_RESULT_CELL` lines (issue 26, point 3)."
+    assert long_result_cells(_cells(file)) == []
 
 
 def test_result_cell_check_catches_a_long_one():
