@@ -20,7 +20,7 @@ from .execute import *
 from .execute import _Interrupted
 
 # %% auto #0
-__all__ = ['holes', 'main']
+__all__ = ['main']
 
 # %% ../../nbs/repro/94_cli.ipynb #8aa29742
 def _parser() -> argparse.ArgumentParser:
@@ -55,11 +55,6 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser('plot', help="draw a run's history as one PNG (cosine-pitfalls plot --help lists its flags)",
                    add_help=False)
     return p
-
-def holes(problems: list[str]) -> int:
-    "Exit code 1, each problem said on stderr, where the report has a hole (a page not written, a damaged result); else 0."
-    for p in problems: print(f'cosine-pitfalls: error: {p}', file=sys.stderr)
-    return 1 if problems else 0
 
 def main(argv: list | None = None) -> int:
     "Entry point of the `cosine-pitfalls` console script."

@@ -20,8 +20,8 @@ from .report import _summary
 
 # %% auto #0
 __all__ = ['RUNNER_FILES', 'LOCK', 'KERNEL_ARGS', 'environment', 'code_hash', 'job_hash', 'registered', 'is_done', 'damaged',
-           'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_job', 'own_notebooks', 'reproduce', 'cpu_flags',
-           'cpu_model', 'kernel_env', 'kernel_args', 'onednn_isa', 'compute_environment', 'kernel_start']
+           'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_job', 'own_notebooks', 'reproduce', 'holes',
+           'cpu_flags', 'cpu_model', 'kernel_env', 'kernel_args', 'onednn_isa', 'compute_environment', 'kernel_start']
 
 # %% ../../nbs/repro/92_execute.ipynb #17c69476
 def environment() -> dict:
@@ -217,8 +217,12 @@ def reproduce(profile: str = 'cpu', only: list | None = None, sections: list | N
         manifest = read_manifest(out)
         code = _reproduce(jobs, out, manifest, force, own_notebooks(nbs), progress)
         problems = []; write_reports(out, nbs, problems)        # a page the report links, not written: exit 1
+    return holes(problems) or code
+
+def holes(problems: list[str]) -> int:
+    "Exit code 1, each problem said on stderr, where the report has a hole (a page not written, a damaged result); else 0."
     for p in problems: print(f'cosine-pitfalls: error: {p}', file=sys.stderr)
-    return code or int(bool(problems))
+    return 1 if problems else 0
 
 def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, progress: bool) -> int:
     from tqdm.auto import tqdm
