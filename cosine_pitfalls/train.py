@@ -26,14 +26,14 @@ from .methods import CONTRASTIVE, MethodConfig, SSLMethod, make_heads
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'NOT_IDENTITY', 'ENGINE_MODULES',
-           'MAX_EPOCHS', 'MAX_SEED', 'TRAIN_SIZES', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG', 'OUTCOME',
-           'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer', 'peak_lr',
-           'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint', 'read_checkpoint',
-           'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed', 'build_model',
-           'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads', 'train', 'DeviceChoices',
-           'device_choices', 'embedding_width', 'check_data', 'run_environment', 'sweep_configs', 'sweep',
-           'train_parser', 'config_from_args', 'main']
+__all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'COMPILE_MODES', 'NOT_IDENTITY',
+           'ENGINE_MODULES', 'MAX_EPOCHS', 'MAX_SEED', 'TRAIN_SIZES', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG',
+           'OUTCOME', 'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer',
+           'peak_lr', 'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
+           'read_checkpoint', 'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed',
+           'build_model', 'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads', 'train',
+           'DeviceChoices', 'device_choices', 'compile_step', 'embedding_width', 'check_data', 'run_environment',
+           'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/library/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -41,6 +41,8 @@ SCHEDULES = ('cosine', 'constant')
 LR_SCALINGS = ('linear', 'none')
 PROBE_LABELS = ('all', 'known')
 KNN_FEATURES = ('backbone', 'embedding')
+# torch.compile's modes ('reduce-overhead': CUDA graphs on CUDA); TrainConfig.compile=True is 'default'
+COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs')
 NOT_IDENTITY = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
 ENGINE_MODULES = ('utils', 'data', 'models', 'losses', 'similarity_losses', 'mechanisms', 'dist', 'methods',
                   'evaluation', 'diagnostics', 'train')
@@ -101,7 +103,7 @@ class TrainConfig(MethodConfig):
     device: str = 'auto'               # 'auto', 'cpu', 'cuda', 'cuda:N'
     amp: bool = True                   # bf16 autocast on CUDA (similarity logits stay fp32); ignored on CPU
     channels_last: bool = True         # channels-last memory format on CUDA; ignored on CPU
-    compile: bool = False              # torch.compile the backbone
+    compile: bool | str = False        # torch.compile the training step: True, or a mode of COMPILE_MODES
     eval_every: int = 5                # kNN every this many epochs (0: at the end only)
     knn_k: int | None = None           # kNN neighbours; None: 200 (the SSL monitor), 20 on digits
     knn_t: float = 0.1                 # kNN temperature
@@ -171,7 +173,10 @@ def check_train_config(c: TrainConfig) -> None:
     if not 0 <= c.momentum < 1: raise ValueError(f"momentum must be a number in [0, 1); got {c.momentum!r}")
     if c.warmup_epochs > c.epochs:
         raise ValueError(f"warmup_epochs must be <= epochs ({c.epochs}); got {c.warmup_epochs}")
-    for name in ('download', 'wd_exclude_bn_bias', 'amp', 'channels_last', 'compile', 'linear_probe',
+    if not isinstance(c.compile, bool) and c.compile not in COMPILE_MODES:
+        raise ValueError(f"compile must be True, False or one of {', '.join(map(repr, COMPILE_MODES))}; "
+                         f"got {c.compile!r}")
+    for name in ('download', 'wd_exclude_bn_bias', 'amp', 'channels_last', 'linear_probe',
                  'show_progress', 'record_init'):
         if not isinstance(getattr(c, name), bool):
             raise ValueError(f"{name} must be True or False; got {getattr(c, name)!r}")
@@ -570,7 +575,7 @@ class DeviceChoices:
     "What a run does differently on a GPU, decided once: a pytest can force the CUDA path on the CPU."
     autocast: str | None    # bf16 autocast on this device type ('cuda', 'cpu'); None: fp32
     channels_last: bool     # the model and the views in channels-last memory format
-    compile: bool | str     # torch.compile the backbone (after the epoch-0 record); a string: its backend
+    compile: bool | str     # torch.compile the training step: True, a mode of COMPILE_MODES or a backend's name
     sync_free: bool         # augmentation without host syncs (torch.where instead of row selection)
     data_on_device: bool    # the whole dataset on the device; False: on the CPU (pinned on CUDA), batch by batch
 
@@ -580,6 +585,13 @@ def device_choices(cfg: TrainConfig, dev: torch.device) -> DeviceChoices:
     # an ImageFolder (ImageNet-100 at 224 px: ~18 GiB of uint8) stays in the CPU's pinned memory
     return DeviceChoices(autocast='cuda' if cuda and cfg.amp else None, channels_last=cuda and cfg.channels_last,
                          compile=cfg.compile, sync_free=cuda, data_on_device=not (cuda and cfg.dataset == 'imagefolder'))
+
+def compile_step(net: nn.Module,   # the network the training step calls (the method, or DDP around it)
+                 how: bool | str,   # True ('default'), a mode of COMPILE_MODES, or a backend's name ('aot_eager')
+                ) -> nn.Module:     # the same network compiled; its parameters and buffers are net's
+    "The training step's network under `torch.compile` (fixed shapes); diagnostics and kNN keep the eager network."
+    kw = {} if how is True else dict(mode=how) if how in COMPILE_MODES else dict(backend=how)
+    return torch.compile(net, dynamic=False, **kw)
 
 def embedding_width(cfg: TrainConfig, rep_width: int) -> int:
     "The width the loss (and CLOP's prototypes) compares: d0 for DirectCLR, else the projector's output."
@@ -611,6 +623,7 @@ class _RunState:
     steps_per_epoch: int; total_steps: int; aug_preset: str
     diag_images: Tensor; diag_views: list  # the diagnostics' fixed images (clean) and their two fixed views
     choices: DeviceChoices             # autocast, channels-last, compile, sync-free views, data on the device
+    step_net: nn.Module | None = None  # what the training step calls: net, or net compiled (None: net)
     history: list = dataclasses.field(default_factory=list)
     start: int = 0; status: str = 'ok'; status_epoch: int | None = None; train_s: float = 0.0
 
@@ -618,6 +631,8 @@ class _RunState:
     def cuda(self) -> bool: return self.dev.type == 'cuda'
     @property
     def amp(self) -> str | None: return self.choices.autocast      # the autocast device type, None: fp32
+    @property
+    def step(self) -> nn.Module: return self.net if self.step_net is None else self.step_net
 
 def _ddp(model: SSLMethod, cfg: TrainConfig, dev: torch.device) -> nn.Module:
     "DDP around the model: SyncBN for contrastive methods on CUDA; the queue, centre, prototypes not broadcast."
@@ -697,7 +712,9 @@ def _epoch(r: _RunState, epoch: int, bar) -> dict:
     perm = torch.randperm(len(data.train_x), generator=r.generators['data'])
     home = data.train_x.device                               # the device, or the CPU (pinned on CUDA)
     perm, perm_d = perm.to(home), perm.to(r.dev)
-    sums, step_losses = {}, []; t0 = time.perf_counter()
+    sums, step_loss = {}, torch.empty(r.steps_per_epoch, device=r.dev)
+    graphs = r.choices.compile == 'reduce-overhead' and r.cuda       # CUDA graphs: one replay per step
+    t0 = time.perf_counter()
     for s in range(r.steps_per_epoch):
         step = epoch * r.steps_per_epoch + s
         rows = slice(s * batch + r.rank * cfg.batch_size, s * batch + (r.rank + 1) * cfg.batch_size)
@@ -707,20 +724,21 @@ def _epoch(r: _RunState, epoch: int, bar) -> dict:
         if r.choices.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
         lr = lr_at(step, r.total_steps, r.steps_per_epoch, cfg, r.world)
         for g in r.opt.param_groups: g['lr'] = lr
+        if graphs: torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast(r.choices.autocast or 'cpu', torch.bfloat16, enabled=r.choices.autocast is not None):
-            o = r.net(views, r.y_train[perm_d[rows]])
+            o = r.step(views, r.y_train[perm_d[rows]])
         r.opt.zero_grad(set_to_none=True)
         o.loss.backward()
         if cfg.grad_clip: nn.utils.clip_grad_norm_(r.model.parameters(), cfg.grad_clip)
         r.opt.step()
         mom = r.model.momentum_update((step + 1) / r.total_steps)
         for k, v in {'loss': o.loss.detach(), **o.terms}.items(): sums[k] = sums.get(k, 0) + v.float()
-        step_losses.append(o.loss.detach().float())
+        step_loss[s] = o.loss.detach()          # copied: a CUDA graph's outputs are overwritten by its next replay
         bar.update(1)
     if r.cuda: torch.cuda.synchronize(r.dev)
     epoch_s = time.perf_counter() - t0; r.train_s += epoch_s
     rec = dict(epoch=epoch + 1, lr=lr, ema_momentum=mom, **{k: float(v) / r.steps_per_epoch for k, v in sums.items()},
-               step_loss=torch.stack(step_losses).tolist(), epoch_seconds=epoch_s,
+               step_loss=step_loss.tolist(), epoch_seconds=epoch_s,
                epoch_images_per_second=r.steps_per_epoch * batch / epoch_s)
     if not math.isfinite(rec['loss']): r.status, r.status_epoch = 'diverged', epoch + 1
     else:
@@ -769,9 +787,8 @@ def _train(cfg, data, rank, world, dev, out, stop_after=None, choices=None):
     if r.start == 0 and not r.history and cfg.record_init:            # epoch 0: the untrained network
         calibrate_bn(r.model, r.diag_images)  # its own BN statistics, not the defaults
         r.history.append(_measure(r, dict(epoch=0), bool(cfg.eval_every) and rank == 0))
-    # compiled after the epoch-0 record: calibrate_bn's momentum=None would break the graph in every BN
-    if r.choices.compile:
-        r.model.backbone.compile(**({} if r.choices.compile is True else dict(backend=r.choices.compile)))
+    # the step alone is compiled: the epoch-0 record, diagnostics and kNN run the eager network (no recompiles)
+    if r.choices.compile: r.step_net = compile_step(r.net, r.choices.compile)
     last_knn = next((h['knn_top1'] for h in reversed(r.history) if 'knn_top1' in h), None)
     for epoch in range(r.start, cfg.epochs):
         if r.status == 'diverged': break
