@@ -63,6 +63,16 @@ def rankme(z: Tensor,              # embeddings, (*b, n, d), as the network retu
     _check_finite('z', z, '(*b, n, d)'); eps = _check_eps('eps', eps)
     return _entropy_rank(singular_values(z.double()), eps).to(_out_dtype(z))
 
+def _eigh(a: Tensor, vectors: bool = True):   # symmetric (*b, d, d) -> eigh's (w, v), or eigvalsh's w
+    """`torch.linalg.eigh` (or `eigvalsh`) on a's device; where that solver fails to converge (cuSOLVER does on
+    collapsed embeddings' nearly repeated eigenvalues: seen on an H200), LAPACK's on the CPU, moved back."""
+    f = torch.linalg.eigh if vectors else torch.linalg.eigvalsh
+    try: return f(a)
+    except torch.linalg.LinAlgError:
+        if a.device.type == 'cpu': raise
+        out = f(a.cpu())
+        return tuple(t.to(a.device) for t in out) if vectors else out.to(a.device)
+
 def _lidar(x: Tensor, delta: float, eps: float) -> Tensor:             # (*b, n, q, d) -> (*b,) float64
     "`lidar` without the checks."
     x = x.double(); n, q, d = x.shape[-3:]; pad = 0
@@ -76,10 +86,10 @@ def _lidar(x: Tensor, delta: float, eps: float) -> Tensor:             # (*b, n,
     cw = (x - mu_i.unsqueeze(-2)).flatten(-3, -2)                      # (*b, n q, d)
     eye = torch.eye(d, dtype=x.dtype, device=x.device)
     sw = cw.transpose(-1, -2) @ cw / (n * (q - 1)) + delta * eye       # (*b, d, d) within-class, + δI
-    w, v = torch.linalg.eigh(sw)
+    w, v = _eigh(sw)
     w = w.clamp_min(torch.finfo(x.dtype).tiny)
     isq = (v * w.rsqrt().unsqueeze(-2)) @ v.transpose(-1, -2)           # Σ_w^{-1/2}
-    lam = torch.linalg.eigvalsh(isq @ sb @ isq)                        # (*b, d) eigenvalues of Σ_lidar
+    lam = _eigh(isq @ sb @ isq, vectors=False)                        # (*b, d) eigenvalues of Σ_lidar
     return _entropy_rank(torch.cat([lam, lam.new_zeros(*lam.shape[:-1], pad)], -1), eps)
 
 def lidar(x: Tensor,                    # (*b, n, q, d): q ≥ 2 views (augmentations) of each of n ≥ 2 samples
