@@ -17,7 +17,9 @@ the two policy presets), in one process and on the same batch:
 crop_boxes .. solarize, draw_aug_params .. augment and make_views; the RandAugment/AutoAugment functions did
 not change and are imported). The machine may be shared: the load average (1 min) before and after is
 recorded with the figures in <out>/augment_calls.json (other presets or batch sizes:
-augment_calls_<presets>_b<batch>.json). CPU only: the GPU checks are the `gpu` cell of nbs/library/13_data.ipynb.
+augment_calls_<presets>_b<batch>.json). `--device cuda` times and counts on a GPU (the device synchronized around
+each timed call; <out>/augment_calls_cuda.json); the GPU's correctness checks are the `gpu` cell of
+nbs/library/13_data.ipynb.
 """
 import argparse, json, math, os, platform, statistics, sys, time
 from pathlib import Path
@@ -292,10 +294,11 @@ def clear_fused_caches() -> None:
         f.cache_clear()
 
 
-def median_ms(fn, repeats: int) -> float:
-    ts = []
+def median_ms(fn, repeats: int, device=torch.device('cpu')) -> float:
+    ts, sync = [], (lambda: torch.cuda.synchronize(device)) if device.type == 'cuda' else (lambda: None)
+    fn(); sync()                                                   # one call first: kernels loaded, caches built
     for _ in range(repeats):
-        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+        sync(); t0 = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(ts)
 
 
@@ -331,8 +334,10 @@ def main(argv=None) -> int:
     ap.add_argument('--threads', type=int, default=0, help='torch threads (0: torch default)')
     ap.add_argument('--presets', default='simclr,byol,margins,digits', help='comma-separated AUG_PRESETS keys')
     ap.add_argument('--policies', action='store_true', help='also the randaugment and autoaugment presets')
+    ap.add_argument('--device', default='cpu', help="'cpu' or 'cuda'")
     ap.add_argument('--out', default='outputs/benchmarks')
     a = ap.parse_args(argv)
+    dev = torch.device(a.device)
     if a.batch < 1 or a.repeats < 1 or a.rounds < 1: ap.error('--batch, --repeats and --rounds must be >= 1')
     if a.threads: torch.set_num_threads(a.threads)
     presets = a.presets.split(',') + (['randaugment', 'autoaugment'] if a.policies else [])
@@ -341,7 +346,8 @@ def main(argv=None) -> int:
     res = {}
     for name in presets:
         x, mean, std = batch(name, a.batch)
-        g = torch.Generator().manual_seed(0)
+        x_cpu, x = x, x.to(dev)
+        g = torch.Generator(device=dev).manual_seed(0)
         before = lambda sf=True: make_views(x, name, g, mean, std, sync_free=sf)
         after = lambda: fused.make_views(x, name, g, mean, std, sync_free=True)
         clear_fused_caches()
@@ -350,13 +356,14 @@ def main(argv=None) -> int:
                  calls_after=aten_calls(after), calls_after_first_call=first)
         rounds = []
         for _ in range(a.rounds):                                  # alternate, so that drifting load hits both
-            t_b = median_ms(before, a.repeats); t_bf = median_ms(lambda: before(False), a.repeats)
-            t_a = median_ms(after, a.repeats)
+            t_b = median_ms(before, a.repeats, dev); t_bf = median_ms(lambda: before(False), a.repeats, dev)
+            t_a = median_ms(after, a.repeats, dev)
             rounds.append((t_b, t_bf, t_a))
         tb, tbf, ta = (statistics.median(c) for c in zip(*rounds))
         r.update(ms_before=tb, ms_before_sync_free_false=tbf, ms_after=ta,
                  ratio=statistics.median(b / f for b, _, f in rounds),
                  ratio_vs_sync_free_false=statistics.median(b / f for _, b, f in rounds), rounds_ms=rounds)
+        x = x_cpu                                       # the equivalence checks on the CPU, as before
         if not AUG_PRESETS[name][0].policy:
             r['max_abs_diff_same_params'] = same_params_diff(x, name, mean, std)
             vb = make_views(x, name, torch.Generator().manual_seed(0), mean, std)
@@ -365,13 +372,15 @@ def main(argv=None) -> int:
         res[name] = r
     load1 = os.getloadavg()[0]
     out = dict(benchmark='augment_calls', issue=27, torch=torch.__version__, threads=torch.get_num_threads(),
-               cpu=f'{platform.processor() or platform.machine()}, {os.cpu_count()} cores', batch=a.batch,
+               cpu=f'{platform.processor() or platform.machine()}, {os.cpu_count()} cores',
+               device=torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', batch=a.batch,
                repeats=a.repeats, rounds=a.rounds, loadavg_1min_before=load0, loadavg_1min_after=load1,
                presets=res)
     tag = '' if a.presets == ap.get_default('presets') else '_' + '-'.join(a.presets.split(','))
+    tag += '' if dev.type == 'cpu' else '_cuda'
     path = Path(a.out)/f'augment_calls{tag}{"" if a.batch == 512 else f"_b{a.batch}"}.json'
     atomic_write_text(path, json.dumps(out, indent=1))
-    print(f"CPU ({out['cpu']}), torch {torch.__version__}, {out['threads']} threads, batch {a.batch}; "
+    print(f"{out['device']}: CPU ({out['cpu']}), torch {torch.__version__}, {out['threads']} threads, batch {a.batch}; "
           f"load average (1 min) {load0:.1f} before, {load1:.1f} after; "
           f"medians of {a.repeats} calls x {a.rounds} rounds")
     print(f"{'preset':12s} {'aten calls (top / all)':>28s}   {'ms per view batch (both views)':>34s}"

@@ -2,9 +2,11 @@
 
 (a) reference: the loop the peers' CIFAR examples use — torchvision v2 transforms per image on the CPU in a DataLoader
     with workers, fp32, eager;
-(b) our trainer: `cosine_pitfalls.train.train` (views made on the device, bf16 + channels_last on CUDA, optional compile);
+(b) our trainer: `cosine_pitfalls.train.train` (views made on the device, bf16 + channels_last on CUDA, optional
+    `torch.compile` of the training step: `--compile` or `--compile reduce-overhead` for CUDA graphs);
 (c) the model step alone on pre-made views (the ceiling for (b)).
-Plus the kNN monitor: 10k queries against a 50k bank (512-d) on the device.
+Plus the kNN monitor: 10k queries against a 50k bank (512-d) on the device, and one whole evaluation (features of
+the training and test images, then the kNN) as the trainer runs it every `eval_every` epochs.
 
 SimCLR. `--config cifar`: ResNet-18, batch 512, CIFAR-shaped data (CIFAR-10 from data/ if it is there, else synthetic
 uint8 images of the same shape — the JSON says which). `--config digits`: the small CNN on 16x16 digits, batch 256, the
@@ -19,7 +21,7 @@ import torch
 from cosine_pitfalls.utils import atomic_write_text, get_device
 from cosine_pitfalls.data import AUG_PRESETS, ImageData, channel_stats, load_dataset, make_views, torchvision_pipeline
 from cosine_pitfalls.evaluation import knn_topk
-from cosine_pitfalls.train import TrainConfig, build_model, make_optimizer, train
+from cosine_pitfalls.train import COMPILE_MODES, TrainConfig, build_model, compile_step, evaluate, make_optimizer, train
 
 CONFIGS = {
     'cifar': dict(backbone='resnet18', batch_size=512, head_width=2048, head_out=128, augment='simclr', lr=0.5),
@@ -82,14 +84,16 @@ def model_step(cfg: TrainConfig, data: ImageData, device, steps, warmup) -> floa
     cuda = device.type == 'cuda'
     model = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1]).to(device)
     if cuda and cfg.channels_last: model = model.to(memory_format=torch.channels_last)
-    if cfg.compile: model.backbone.compile()
+    net = compile_step(model, cfg.compile) if cfg.compile else model       # the trainer's compiled step
     opt = make_optimizer(model, cfg)
+    graphs = cuda and cfg.compile == 'reduce-overhead'
     views = make_views(data.train_x[:cfg.batch_size], cfg.preset(), torch.Generator(device=device).manual_seed(0),
                        data.mean, data.std)
     if cuda and cfg.channels_last: views = [v.contiguous(memory_format=torch.channels_last) for v in views]
 
     def step():
-        with torch.autocast('cuda', torch.bfloat16, enabled=cfg.amp and cuda): loss = model(views).loss
+        if graphs: torch.compiler.cudagraph_mark_step_begin()
+        with torch.autocast('cuda', torch.bfloat16, enabled=cfg.amp and cuda): loss = net(views).loss
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     return timed(step, steps, warmup, device)
 
@@ -112,19 +116,28 @@ def knn_time(device, n_bank=50000, n_query=10000, dim=512, reps=3) -> float:
     return timed(lambda: knn_topk(bank, yb, query, yq, k=200, temperature=0.1, chunk_size=2048), reps, 1, device)
 
 
+def eval_time(cfg: TrainConfig, data: ImageData, device, reps: int = 2) -> float:
+    "Seconds of one evaluation as the trainer runs it (features of the training and test images, the kNN)."
+    model = build_model(cfg, data.num_classes, len(data.train_x), data.train_x.shape[1]).to(device)
+    amp = 'cuda' if device.type == 'cuda' and cfg.amp else None
+    return timed(lambda: evaluate(model, data, cfg, autocast=amp), reps, 1, device)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--config', default='auto', choices=['auto', 'cifar', 'digits'])
     p.add_argument('--device', default='auto')
     p.add_argument('--steps', type=int, default=20); p.add_argument('--warmup', type=int, default=5)
     p.add_argument('--workers', type=int, default=min(8, os.cpu_count() or 1))
-    p.add_argument('--compile', action='store_true', help='torch.compile the backbone in (b) and (c)')
+    p.add_argument('--compile', nargs='?', const='default', default=None, choices=COMPILE_MODES,
+                   help="torch.compile the training step in (b) and (c): a mode (default 'default')")
     p.add_argument('--out', default='outputs/benchmarks')
     a = p.parse_args(argv)
     device = get_device(a.device)
     name = a.config if a.config != 'auto' else ('cifar' if device.type == 'cuda' else 'digits')
     if a.steps < 1 or a.warmup < 0: p.error('--steps must be >= 1 and --warmup >= 0')
-    cfg = TrainConfig(method='simclr', device=str(device), compile=a.compile, **CONFIGS[name], show_progress=False)
+    how = False if a.compile is None else True if a.compile == 'default' else a.compile
+    cfg = TrainConfig(method='simclr', device=str(device), compile=how, **CONFIGS[name], show_progress=False)
     data = cifar_shaped(device) if name == 'cifar' else load_dataset('digits', device=device)
     if name == 'digits': torch.set_num_threads(os.cpu_count() or 1)
     res = {}
@@ -132,6 +145,7 @@ def main(argv=None) -> int:
     res['trainer_s_per_step'] = trainer(cfg, data, a.steps, a.warmup)
     res['model_step_s_per_step'] = model_step(cfg, data, device, a.steps, a.warmup)
     res['knn_10k_vs_50k_s'] = knn_time(device)
+    res['evaluation_s'] = eval_time(cfg, data, device)
     B = cfg.batch_size
     for k in ('reference', 'trainer', 'model_step'):
         res[f'{k}_images_per_s'] = B / res[f'{k}_s_per_step']
@@ -142,13 +156,14 @@ def main(argv=None) -> int:
     out = dict(device=dev, torch=torch.__version__, config=name, data=data.source, batch_size=B, steps=a.steps,
                warmup=a.warmup, loader_workers=a.workers, compile=a.compile, amp=cfg.amp and device.type == 'cuda',
                model=dict(backbone=cfg.backbone, method='simclr', head=(cfg.head_width, cfg.head_out)), results=res)
-    path = Path(a.out)/'train_throughput.json'
+    path = Path(a.out)/f"train_throughput{'' if a.compile is None else '_compile_' + a.compile}.json"
     atomic_write_text(path, json.dumps(out, indent=1))
     print(f"{dev}, {name} ({data.source[:60]}), SimCLR, batch {B}, {a.steps} steps after {a.warmup}")
     for k, label in (('reference', '(a) reference loop'), ('trainer', '(b) our trainer'), ('model_step', '(c) model step alone')):
         print(f"{label:<24} {res[f'{k}_images_per_s']:>9.0f} img/s  {res[f'{k}_s_per_50k_epoch']:>7.2f} s per 50k images")
     print(f"(b)/(a) = {res['trainer_over_reference']:.2f}x, (b)/(c) = {res['trainer_over_model_step']:.2f}; "
-          f"kNN 10k vs 50k: {res['knn_10k_vs_50k_s']:.3f} s  -> {path}")
+          f"kNN 10k vs 50k: {res['knn_10k_vs_50k_s']:.3f} s; one evaluation {res['evaluation_s']:.2f} s "
+          f"= {res['evaluation_s'] / res['trainer_s_per_50k_epoch']:.2f} of a 50k-image epoch  -> {path}")
     return 0
 
 

@@ -30,7 +30,12 @@ torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), torch.cuda.get_devi
   nbtest)
     nbdev_test --flags "gpu slow" --n_workers "${WORKERS:-6}" --timing 2>&1 | tee "$out/nbtest_gpu.log" ;;
   bench)
-    python3 benchmarks/train_throughput.py --out "$out" 2>&1 | tee "$out/bench.log"
-    python3 benchmarks/train_throughput.py --compile --out "$out/compiled" 2>&1 | tee "$out/bench_compiled.log" ;;
+    # eager, then the step compiled (inductor), then compiled with CUDA graphs: each in its own process, its
+    # figures side by side in that process (the three (b)/(c) ratios are each measured in one run)
+    { python3 benchmarks/train_throughput.py --steps "${STEPS:-40}" --out "$out"
+      python3 benchmarks/augment_calls.py --device cuda --out "$out"
+      python3 benchmarks/train_throughput.py --steps "${STEPS:-40}" --compile --out "$out"
+      python3 benchmarks/train_throughput.py --steps "${STEPS:-40}" --compile reduce-overhead --out "$out"
+    } 2>&1 | tee "$out/bench.log" ;;
   *) echo "unknown PART '$part' (allowed: env, preflight, section4, nbtest, bench)"; exit 2 ;;
 esac
