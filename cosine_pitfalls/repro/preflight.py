@@ -19,10 +19,10 @@ from ..train import (DeviceChoices, TrainConfig, _channels, build_model, check_d
                                    device_choices, train)
 
 # %% auto #0
-__all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'H100', 'fill_placeholders', 'DataInfo',
-           'data_info', 'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate', 'CodePath',
-           'PreflightReport', 'preflight', 'step_flops', 'report_text', 'cli', 'reference_rates', 'add_reference',
-           'reference_lines', 'reference_cost', 'ddp_check']
+__all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'H100', 'MEASURED', 'fill_placeholders',
+           'DataInfo', 'data_info', 'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate',
+           'CodePath', 'PreflightReport', 'preflight', 'step_flops', 'report_text', 'cli', 'reference_rates',
+           'add_reference', 'reference_lines', 'measured_lines', 'reference_cost', 'ddp_check']
 
 # %% ../../nbs/repro/93_preflight.ipynb #f4df195c
 STAND_INS = {   # an absent dataset: (training images, test images, classes), the sizes of the real one
@@ -517,6 +517,12 @@ H100 = dict(   # one H100, measured (issue 27, point 4): what a profile costs th
     trainer_img_s=14_456, model_step_img_s=24_497,
     flops_per_image=6_673_668_096.0)   # step_flops of that run (matmul/conv, forward + backward, both views)
 
+# a profile's own preflight on a lent GPU (every code path stepped there, eager): its estimate as it printed it
+# (benchmarks/measured/2026-11-27_h200/preflight_gpu.log)
+MEASURED = dict(gpu=dict(device='one NVIDIA H200', date='2026-11-27', torch='2.11.0+cu130', total='22.1 h',
+                         notebooks={'04_directclr': '36.4 min', '05a_embedding_norms': '4.7 h',
+                                    '05b_prototypes_margins': '16.8 h'}))
+
 def reference_rates(ref: dict = H100) -> tuple[float, float]:
     "FLOP/s of the reference device in our trainer and in the model step alone: images/s × FLOPs per image."
     return ref['trainer_img_s'] * ref['flops_per_image'], ref['model_step_img_s'] * ref['flops_per_image']
@@ -545,7 +551,17 @@ def reference_lines(rep: PreflightReport, ref: dict = H100, goal_h: float = 4.0)
         + [f"  {nb}: {_hours(s)}" for nb, s in rep.reference.items()] \
         + [f"  costliest settings there (seeds summed): " + '; '.join(f'{n} {_hours(s)}' for s, n in top),
            f"  goal <= {goal_h:g} GPU-hours on one H100: " + ('met' if tot <= goal_h * 3600
-                                                             else f'over by {_hours(tot - goal_h * 3600)}')]
+                                                             else f'over by {_hours(tot - goal_h * 3600)}')] \
+        + measured_lines(rep.profile)
+
+def measured_lines(profile: str, measured: dict = MEASURED) -> list[str]:
+    "What the profile's own preflight estimated where it ran on a GPU (each path stepped there), if it has."
+    m = measured.get(profile)
+    if not m: return []
+    return [f"  measured: this profile's preflight on {m['device']} on {m['date']} (torch {m['torch']}, eager; every "
+            f"code path stepped at its real batch and side) estimated {m['total']} ("
+            + ', '.join(f'{nb} {s}' for nb, s in m['notebooks'].items()) + "): more than the FLOP rate says "
+            "(a step with less arithmetic than ResNet-18's at batch 512 does not shrink in proportion there)"]
 
 def reference_cost(profile: str = 'gpu', only: list | None = None, sections: list | None = None,
                    overrides: list | None = None, nbs: str | Path | None = None) -> PreflightReport:
