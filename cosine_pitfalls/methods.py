@@ -197,6 +197,7 @@ class SSLMethod(nn.Module):
     options: tuple = ()        # the `MethodConfig` fields only this method reads (checked by `check_options`)
     contrastive: bool = False  # a loss with negatives: L_VRNS applies, SyncBN under DDP
     grad_scaling: bool = False # margins' logit rewrites (App. E) apply
+    augmentation: str = 'simclr'  # its preset on natural images (`TrainConfig(augment='auto')`; digits: 'digits')
     projectors: bool = False   # DirectCLR's ablation projectors (`MethodConfig.projector`) apply
     needs_labels: bool = False # its loss reads labels (SupCon)
     ema_schedule = 'cosine'    # of the target's momentum (EMA methods)
@@ -240,6 +241,15 @@ class SSLMethod(nn.Module):
         if cfg.vrns_weight > 0 and not cls.contrastive:
             raise ValueError(f"vrns_weight applies to the contrastive methods "
                              f"{tuple(n for n, c in _REGISTRY.items() if c.contrastive)}; got {cls.name!r}")
+
+    @classmethod
+    def check_batch(cls, cfg: MethodConfig, batch_size: int) -> None:
+        "Refuse (before any compute) what this method cannot do at `batch_size` images per step and process."
+    @classmethod
+    def compared_dim(cls, cfg: MethodConfig, feat_dim: int) -> int:
+        "The width the loss compares, from the config alone: the projector's output (built on the meta device)."
+        with torch.device('meta'): proj, _ = cls.heads(cfg, feat_dim)
+        return proj.out_dim
 
     @classmethod
     def heads(cls, cfg: MethodConfig, feat_dim: int, generator: torch.Generator | None = None) -> tuple:
@@ -397,6 +407,11 @@ class MoCoV2(EMAMethod):
 
     @classmethod
     def check_options(cls, cfg: MethodConfig) -> None: _check_int_field('queue_size', cfg.queue_size)
+    @classmethod
+    def check_batch(cls, cfg: MethodConfig, batch_size: int) -> None:
+        if cfg.queue_size < 2 * batch_size:
+            raise ValueError(f"queue_size must be >= 2 x batch_size ({2 * batch_size}) for moco_v2; "
+                             f"got {cfg.queue_size}")
 
     def make_objective(self, cfg, generator):     # the queue: drawn after the target
         return MoCoLoss(cfg.resolved('temperature'), cfg.queue_size, self.projector.out_dim, self.spec,
@@ -429,7 +444,7 @@ class MoCoV3(EMAMethod):
 @register_method
 class BYOL(EMAMethod):
     "BYOL (Grill et al. 2020): the online prediction regresses the target's embedding of the other view."
-    name, grad_scaling = 'byol', True
+    name, grad_scaling, augmentation = 'byol', True, 'byol'
     published = dict(proj=(2, 4096, 256, False), pred=(4096, 256), temperature=None, ema=0.996)
 
     def make_objective(self, cfg, generator): return BYOLLoss('mean', self.spec)   # the two directions' mean
@@ -458,7 +473,7 @@ class SimSiam(SSLMethod):
 @register_method
 class DINO(EMAMethod):
     "DINO (Caron et al. 2021): the centred, sharpened teacher's distribution taught to the student, cross-view."
-    name = 'dino'
+    name, augmentation = 'dino', 'byol'
     published = dict(proj=(3, 2048, 256, False), pred=None, temperature=0.1, ema=0.996)
     options = ('dino_out', 'dino_teacher_temp', 'dino_center_momentum')   # K, τ_t, the centre's momentum
 
@@ -535,6 +550,8 @@ class DirectCLR(SSLMethod):
     def check_config(cls, cfg: MethodConfig) -> None:
         if cfg.d0 is None: raise ValueError('d0 must be set for method directclr (the sub-vector size)')
         super().check_config(cfg)
+    @classmethod
+    def compared_dim(cls, cfg, feat_dim): return cfg.d0
     @classmethod
     def heads(cls, cfg, feat_dim, generator=None):   # none (r itself), or one of the paper's ablations
         kind = 'none' if cfg.projector == 'default' else cfg.projector

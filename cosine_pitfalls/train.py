@@ -22,7 +22,7 @@ from .diagnostics import (ALPHA_REQ_RANKS, LIDAR_DELTA, LIDAR_EPS, METRICS, RANK
                                          PreNormCapture, norm_stats, pair_stats, spectrum_stats)
 from .evaluation import knn_topk, linear_probe
 from .dist import dist_info
-from .methods import CONTRASTIVE, MethodConfig, SSLMethod, make_heads
+from .methods import CONTRASTIVE, MethodConfig, SSLMethod, method_class
 from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 
 # %% auto #0
@@ -140,7 +140,7 @@ class TrainConfig(MethodConfig):
         "The augmentation preset the run uses."
         if self.augment != 'auto': return self.augment
         if self.dataset == 'digits': return 'digits'
-        return 'byol' if self.method in ('byol', 'dino') else 'simclr'
+        return method_class(self.method).augmentation
 
 # %% ../nbs/library/17_train.ipynb #d904c294
 def check_train_config(c: TrainConfig) -> None:
@@ -184,9 +184,7 @@ def check_train_config(c: TrainConfig) -> None:
         raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:N'; got {c.device!r}")
     if c.dataset == 'imagefolder' and not c.data_path:
         raise ValueError("data_path must name the ImageFolder root for dataset 'imagefolder'")
-    if c.method == 'moco_v2' and c.queue_size < 2 * c.batch_size:
-        raise ValueError(f"queue_size must be >= 2 x batch_size ({2 * c.batch_size}) for moco_v2; "
-                         f"got {c.queue_size}")
+    method_class(c.method).check_batch(c, c.batch_size)
     if c.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2 (contrastive losses need negatives); got {c.batch_size}")
 
@@ -595,9 +593,7 @@ def compile_step(net: nn.Module,   # the network the training step calls (the me
 
 def embedding_width(cfg: TrainConfig, rep_width: int) -> int:
     "The width the loss (and CLOP's prototypes) compares: d0 for DirectCLR, else the projector's output."
-    if cfg.method == 'directclr': return cfg.d0
-    with torch.device('meta'): proj, _ = make_heads(cfg, rep_width)       # shapes only, no memory, no compute
-    return proj.out_dim
+    return method_class(cfg.method).compared_dim(cfg, rep_width)
 
 def check_data(cfg: TrainConfig, num_classes: int, n_train: int, world: int = 1) -> None:
     "What a run needs of its data, checked before anything trains: one ValueError naming the field."
