@@ -51,7 +51,7 @@ def test_compiled_step_equals_eager(digits, case):
 
 def test_inductor_step_equals_eager_to_float_tolerance(digits):
     """inductor's CPU kernels (what `compile=True` runs on the CPU) reorder float sums: the per-step losses agree to
-    float tolerance, not bit for bit (measured: 9e-6 on SimCLR's ~3.4 over 5 steps)."""
+    float tolerance, not bit for bit (measured: 9.1e-6 at most on SimCLR's ~4.2 over 5 steps)."""
     cfg = TrainConfig(**{**SMALL, 'method': 'simclr'})
     eager, *_ = _losses(cfg, digits, False)
     comp, ds, breaks, _ = _losses(cfg, digits, True)
