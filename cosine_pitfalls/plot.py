@@ -20,7 +20,7 @@ __all__ = ['RESULT', 'FIGSIZE', 'DPI', 'NOT_COMPARED', 'CLASSES', 'STYLES', 'NOT
 RESULT = 'run.nc'            # what `train` writes in its out_dir (train.RESULT; not imported: torch stays out)
 FIGSIZE, DPI = (16, 10), 100 # inches and dots per inch: 1600 x 1000 px
 # config fields that do not change a run's numbers (train.NOT_IDENTITY): never named as a difference
-NOT_COMPARED = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every', 'compile')
+NOT_COMPARED = ('out_dir', 'data_root', 'download', 'show_progress', 'threads', 'checkpoint_every')
 CLASSES = dict(digits=10, cifar10=10, cifar100=100)   # for the kNN's chance line
 STYLES = ('-', '--', ':')    # a panel's first, second, third variable (z, r)
 NOTE_COLOR = '#4b2f80'       # the papers' readings, under each panel

@@ -4,7 +4,8 @@
 kNN keep the eager network. On the CPU: every method and a set of mechanisms through aot_eager (dynamo's graph and
 AOTAutograd's forward and backward, run by eager kernels: one graph, no break, the per-step losses bit for bit), and
 one method through inductor (its own C++ kernels: equal to float tolerance). CUDA graphs (`'reduce-overhead'`) need a
-GPU: `benchmarks/train_throughput.py --compile reduce-overhead` ran them on an H200 (the note of issue 27).
+GPU: `benchmarks/train_throughput.py --compile reduce-overhead` ran them on an H200 (the note of issue 27). A compiled
+run is another run (its own run id): over hundreds of steps its numbers part from eager's.
 """
 import dataclasses, math
 
@@ -67,3 +68,12 @@ def test_compile_modes_refused_or_passed(digits):
     for mode in COMPILE_MODES: TrainConfig(**{**SMALL, 'compile': mode})
     net = torch.nn.Linear(2, 2)
     assert compile_step(net, 'aot_eager')._orig_mod is net   # a backend's name (the tests'), the same parameters
+
+
+def test_a_compiled_run_is_another_run(tmp_path):
+    "compile is part of a run's identity: its numbers part from eager's over many steps, so no folder is shared."
+    from cosine_pitfalls.train import config_changes
+    ids = {how: TrainConfig(**{**SMALL, 'compile': how}).run_id() for how in (False, True, 'reduce-overhead')}
+    assert len(set(ids.values())) == 3, ids
+    eager, comp = (dataclasses.asdict(TrainConfig(**{**SMALL, 'compile': how})) for how in (False, True))
+    assert any('compile' in c for c in config_changes(comp, eager)), config_changes(comp, eager)
