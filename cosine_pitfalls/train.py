@@ -710,7 +710,8 @@ def _epoch(r: _RunState, epoch: int, bar) -> dict:
     home = data.train_x.device                               # the device, or the CPU (pinned on CUDA)
     perm, perm_d = perm.to(home), perm.to(r.dev)
     sums, step_loss = {}, torch.empty(r.steps_per_epoch, device=r.dev)
-    graphs = r.choices.compile == 'reduce-overhead' and r.cuda       # CUDA graphs: one replay per step
+    # CUDA graphs: one replay per step (the marker is a no-op where no graph is recorded, e.g. on the CPU)
+    graphs = r.choices.compile == 'reduce-overhead'
     t0 = time.perf_counter()
     for s in range(r.steps_per_epoch):
         step = epoch * r.steps_per_epoch + s
