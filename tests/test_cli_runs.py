@@ -63,6 +63,38 @@ def test_interrupted_run_leaves_no_partial_file(tmp_path):
     assert (out/'report.md').read_text() == 'an earlier report\n'
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='side by side needs two cores')
+def test_side_by_side_notebooks_are_interrupted_together(tmp_path):
+    """Sections 1 and 3 at smoke run side by side (a pinned core each); SIGTERM to the runner alone interrupts
+    both: each recorded as interrupted, its unfinished notebook kept under its own name, nothing partial left."""
+    out = tmp_path/'out'
+    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--section', '1', '3', '--out', str(out),
+                          '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        t0 = time.time()
+        while time.time() - t0 < 300 and len(list((out/'runs').glob('.*running*'))) < 2 and p.poll() is None:
+            time.sleep(0.05)
+        assert p.poll() is None and len(list((out/'runs').glob('.*running*'))) == 2, 'the two never ran together'
+        time.sleep(3)                                                           # a few cells in
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
+    assert p.returncode == 130, err
+    m = read_json(out/'manifest.json')
+    test = {r['notebook']: r for r in m['runs']}
+    assert sorted(test) == ['01_gradients.ipynb', '03_clop_synthetic.ipynb'], m['runs']
+    for nb, r in test.items():
+        assert r['status'] == 'interrupted', r
+        kept = out/'runs'/f"{nb[:-6]}.smoke.interrupted.ipynb"
+        assert kept.exists() and f'runs/{kept.name}' in err, err
+        json.loads(kept.read_text())
+    for i in [i for r in m['runs'] for i in r['ids']]:   # registered before the signal: ok; the others interrupted
+        assert m['results'][i]['status'] == ('ok' if (out/'results'/f'{i}.json').exists() else 'interrupted')
+    assert [f for f in out.rglob('*') if '.tmp' in f.name or '.running' in f.name] == []
+
+
 def test_killed_run_keeps_what_it_finished(tmp_path):
     "SIGKILL mid-notebook: the IDs whose files were completely written are not recomputed by the rerun."
     out = tmp_path/'out'

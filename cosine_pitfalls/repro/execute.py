@@ -21,7 +21,8 @@ from .report import _summary
 # %% auto #0
 __all__ = ['RUNNER_FILES', 'LOCK', 'KERNEL_ARGS', 'environment', 'code_hash', 'job_hash', 'registered', 'is_done', 'damaged',
            'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_job', 'own_notebooks', 'reproduce', 'holes',
-           'cpu_flags', 'cpu_model', 'kernel_env', 'kernel_args', 'onednn_isa', 'compute_environment', 'kernel_start']
+           'cores_of', 'usable_cores', 'side_by_side', 'cpu_flags', 'cpu_model', 'kernel_env', 'kernel_args',
+           'onednn_isa', 'compute_environment', 'kernel_start']
 
 # %% ../../nbs/repro/92_execute.ipynb #17c69476
 def environment() -> dict:
@@ -224,44 +225,150 @@ def holes(problems: list[str]) -> int:
     for p in problems: print(f'cosine-pitfalls: error: {p}', file=sys.stderr)
     return 1 if problems else 0
 
+def cores_of(job: dict) -> int:
+    "The cores a job keeps busy: its sweep's `workers` (sections 4–5), else one (a kernel pinned to one thread)."
+    return max(1, int(job['params'].get('workers') or 1))
+
+def usable_cores() -> int:
+    "The cores this process may run on (its CPU affinity where the system says, else the machine's count)."
+    try: return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): return os.cpu_count() or 1
+
+def side_by_side(jobs: list,          # the batch's jobs still to run
+                 manifest: dict,      # the output folder's manifest (earlier runs' times)
+                 cores: int,          # the cores to fill (`usable_cores()`)
+                ) -> list:            # those run side by side, longest first; the rest run one after another
+    """The jobs of a CPU profile that keep one core busy (sections 1–3; the smoke profile's 4–5), where two or more
+    can share the cores. Longest first by their last run in this folder, else the later section first."""
+    one = [j for j in jobs if j['params']['profile'] in CPU_PROFILES and cores_of(j) == 1]
+    if cores < 2 or len(one) < 2: return []
+    last = {(r['notebook'], r['profile']): r['wall_s'] for r in manifest.get('runs', []) if r.get('status') == 'ok'}
+    known = lambda j: last.get((Path(j['notebook']).name, j['params']['profile']))
+    order = {id(j): k for k, j in enumerate(one)}
+    return sorted(one, key=lambda j: (known(j) is not None, -(known(j) or 0), -order[id(j)]))
+
+def _todo(job: dict, out: Path, manifest: dict, force: bool) -> tuple:
+    "A job's hash, its IDs to run and why each damaged one is; IDs registered but not marked ok are marked (recovered)."
+    h = job_hash(job)
+    todo = job['ids'] if force else [i for i in job['ids'] if not is_done(i, h, out, manifest)]
+    why = {i: w for i in todo if (w := damaged(i, h, out, manifest))}   # on disk but broken
+    results = manifest.setdefault('results', {})
+    recovered = [i for i in job['ids'] if i not in todo and results.get(i, {}).get('status') != 'ok']
+    for i in recovered:  # registered by a run that was killed or failed later: complete, keep it
+        results[i] = dict(_entry(job, h, 'ok', None, None), recovered=True)
+    if recovered: atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
+    for i, w in why.items(): print(f'{i}: recomputed ({w})', file=sys.stderr)
+    return h, todo, why
+
+def _record(job: dict, h: str, todo: list, why: dict, rec: dict, out: Path, manifest: dict) -> None:
+    "One finished run into the manifest (written at once); a failure said on stderr."
+    results = manifest.setdefault('results', {})
+    manifest.update(environment=environment(), git_sha=git_sha(),
+                    updated=datetime.datetime.now().isoformat(timespec='seconds'))
+    if why: rec['recomputed'] = why
+    manifest.setdefault('runs', []).append(rec)
+    for i in todo:  # an ID the notebook registered before failing is complete: ok
+        done = i in rec['registered']
+        if not done and rec['status'] == 'interrupted' and i in results: continue  # keeps its entry
+        results[i] = _entry(job, h, 'ok' if done else rec['status'], rec['wall_s'],
+                            None if done else rec['error'])
+        if i in why: results[i]['recomputed_because'] = why[i]
+    atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
+    if rec['status'] not in ('ok', 'interrupted'):
+        e = rec['error']
+        print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}", file=sys.stderr)
+
+def _child(job: dict, out: Path, trust: bool, conn) -> None:
+    """A side-by-side job's process: run it, send its record back. The first SIGINT or SIGTERM interrupts it (a
+    group's Ctrl-C, or the runner passing its own on); later ones are ignored, so its clean-up finishes."""
+    def once(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, once); signal.signal(signal.SIGTERM, once)
+    try: rec = run_job(job, out, trust=trust)
+    except BaseException as e:   # past run_job's own handling (a signal during its clean-up): the parent records it
+        rec = dict(status='interrupted' if isinstance(e, KeyboardInterrupt) else 'failed',
+                   error=dict(cell=None, ename=type(e).__name__, evalue=str(e)[:2000] or 'interrupted'))
+    conn.send(rec); conn.close()
+
+def _lost(job: dict, h: str, out: Path, t0: float, rec: dict | None, interrupted: bool) -> dict:
+    "A side-by-side job's record completed where its process ended without one (killed) or before run_job's end."
+    nb = Path(job['notebook'])
+    base = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
+                params_hash=h, started=datetime.datetime.fromtimestamp(t0).isoformat(timespec='seconds'),
+                executed_notebook=None, wall_s=round(time.time() - t0, 2),
+                status='interrupted' if interrupted else 'failed',
+                error=dict(cell=None, ename='KeyboardInterrupt' if interrupted else 'ProcessEnded',
+                           evalue='interrupted' if interrupted else "the notebook's process ended without a record"))
+    rec = {**base, **(rec or {})}
+    rec.setdefault('registered', [i for i in job['ids'] if registered(i, h, out, since=t0 - 1)])
+    return rec
+
+def _run_side_by_side(items: list, out: Path, manifest: dict, trust: bool, cores: int, bar) -> tuple:
+    """Run (job, h, todo, why) items in their own processes, `cores` at a time, recording each as it ends. An
+    interruption (of the runner or of one notebook) starts nothing new and interrupts the others; each is recorded.
+    Returns (failures, None, or the kept unfinished notebooks when interrupted)."""
+    import multiprocessing as mp, multiprocessing.connection as mpc
+    ctx, waiting, running = mp.get_context('spawn'), list(items), {}
+    failed, interrupted, kept = 0, False, []
+    def stop():
+        nonlocal interrupted
+        interrupted = True
+        for _, p, _ in running.values():
+            if p.is_alive(): p.terminate()       # SIGTERM: the notebook is interrupted, its clean-up runs
+    try:
+        while waiting or running:
+            try:
+                while waiting and len(running) < cores and not interrupted:
+                    job, h, todo, why = item = waiting.pop(0)
+                    a, b = ctx.Pipe(duplex=False)
+                    p = ctx.Process(target=_child, args=(dict(job, ids=todo), out, trust, b))
+                    p.start(); b.close(); running[a] = (item, p, time.time())
+                if not running: break
+                for a in mpc.wait(list(running)):
+                    (job, h, todo, why), p, t0 = running.pop(a)
+                    try: rec = a.recv()
+                    except (EOFError, OSError): rec = None       # the process ended without sending (killed)
+                    a.close(); p.join()
+                    rec = _lost(dict(job, ids=todo), h, out, t0, rec, interrupted)
+                    _record(job, h, todo, why, rec, out, manifest)
+                    failed += rec['status'] != 'ok'
+                    if rec['status'] == 'interrupted': kept.append(rec.get('executed_notebook') or ''); stop()
+                    bar.update(1)
+            except KeyboardInterrupt: stop()   # Ctrl-C, or SIGTERM (`_on_term`): passed on to each running notebook
+    finally:   # leaving early (an error of our own): no notebook keeps running behind the runner
+        for _, p, _ in running.values():
+            if p.is_alive(): p.terminate()
+            p.join()
+    return failed, (', '.join(k for k in kept if k) if interrupted else None)
+
 def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, progress: bool) -> int:
     from tqdm.auto import tqdm
     failed = 0
     old = signal.signal(signal.SIGTERM, _on_term)
     sweep_tmp(out)
     try:
-        bar = tqdm(jobs, desc='notebooks', unit='nb', disable=not progress, mininterval=1)
-        for job in bar:
-            h = job_hash(job)
-            todo = job['ids'] if force else [i for i in job['ids'] if not is_done(i, h, out, manifest)]
-            why = {i: w for i in todo if (w := damaged(i, h, out, manifest))}   # on disk but broken
-            results = manifest.setdefault('results', {})
-            recovered = [i for i in job['ids'] if i not in todo and results.get(i, {}).get('status') != 'ok']
-            for i in recovered:  # registered by a run that was killed or failed later: complete, keep it
-                results[i] = dict(_entry(job, h, 'ok', None, None), recovered=True)
-            if recovered: atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
-            bar.set_postfix_str(
-                f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
-            if not todo: continue
-            for i, w in why.items(): print(f'{i}: recomputed ({w})', file=sys.stderr)
+        bar = tqdm(total=len(jobs), desc='notebooks', unit='nb', disable=not progress, mininterval=1)
+        items = []
+        for job in jobs:
+            h, todo, why = _todo(job, out, manifest, force)
+            if todo: items.append((job, h, todo, why))
+            else: bar.update(1)
+        cores = usable_cores()
+        together = [id(j) for j in side_by_side([j for j, *_ in items], manifest, cores)]
+        first = sorted((it for it in items if id(it[0]) in together), key=lambda it: together.index(id(it[0])))
+        if first:      # one core each (pinned kernels): the same numbers as one after another
+            bar.set_postfix_str(f'{len(first)} notebooks side by side on {cores} cores')
+            n, kept = _run_side_by_side(first, out, manifest, trust, cores, bar)
+            failed += n
+            if kept is not None: raise _Interrupted(kept)
+        for job, h, todo, why in (it for it in items if id(it[0]) not in together):
+            bar.set_postfix_str(f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
             rec = run_job(dict(job, ids=todo), out, trust=trust)
             failed += rec['status'] != 'ok'
-            manifest.update(environment=environment(), git_sha=git_sha(),
-                            updated=datetime.datetime.now().isoformat(timespec='seconds'))
-            if why: rec['recomputed'] = why
-            manifest.setdefault('runs', []).append(rec)
-            for i in todo:  # an ID the notebook registered before failing is complete: ok
-                done = i in rec['registered']
-                if not done and rec['status'] == 'interrupted' and i in results: continue  # keeps its entry
-                results[i] = _entry(job, h, 'ok' if done else rec['status'], rec['wall_s'],
-                                    None if done else rec['error'])
-                if i in why: results[i]['recomputed_because'] = why[i]
-            atomic_write_text(out/'manifest.json', json.dumps(manifest, indent=1, default=str))
+            _record(job, h, todo, why, rec, out, manifest)
             if rec['status'] == 'interrupted': raise _Interrupted(rec['executed_notebook'] or '')
-            if rec['status'] != 'ok':
-                e = rec['error']
-                print(f"FAILED {rec['notebook']} (cell {e['cell']}): {e['ename']}: {e['evalue'][:300]}",
-                      file=sys.stderr)
+            bar.update(1)
     finally:
         signal.signal(signal.SIGTERM, old)
         sweep_tmp(out)
