@@ -48,13 +48,15 @@ def test_reintroduced_bug_2_fails_naming_the_notebook(monkeypatch, capsys):
 def test_reintroduced_bug_3_fails_naming_the_runs(monkeypatch, capsys):
     "CLOP on Tiny-ImageNet's 200 classes at the base's 128 dimensions: every such run named, before any step."
     monkeypatch.setattr(pm, 'CLOP_TIN_OUT', 128)
-    code = pf.cli('paper', only=['clop.table1'], **{k: v for k, v in TINY.items() if k != 'log'})
+    # steps=0: planned and checked only, so the failures are those found before any step (and the test takes seconds)
+    code = pf.cli('paper', only=['clop.table1'], steps=0, **{k: v for k, v in TINY.items() if k != 'log'})
     out = capsys.readouterr().out
     assert code == 1, out
     bad = [l for l in out.splitlines() if l.strip().startswith('FAILED')]
     assert bad and all('05b_prototypes_margins[setting=group=c_lambda:dataset=imagefolder' in l
                        and "CLOP's orthonormal prototypes need num_classes <= dim" in l and '200 classes' in l
                        for l in bad), bad
+    assert 'none stepped (steps=0' in out, out
 
 
 def test_step_failure_is_named(monkeypatch):

@@ -211,6 +211,7 @@ class PreflightReport:
     costly: list = field(default_factory=list)       # (seconds on the reference H100, run): where its time goes
     largest: tuple | None = None                     # (run, GiB dict)
     resume: str = ''
+    planned_only: bool = False                       # steps=0: planned and checked, nothing stepped or estimated
 
 def _err(e: BaseException) -> str: return f"{type(e).__name__}: {' '.join(str(e).split())}"[:400]
 
@@ -336,12 +337,14 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
               *, device: str = 'auto',
               batch_cap: int | None = None,  # step at most this batch (None: 8 on the CPU, the real one on CUDA)
               side_cap: int | None = None,   # and at most this image side (None: 16 on the CPU, the real one on CUDA)
-              steps: int = 2,                # optimizer steps per distinct code path
+              steps: int = 2,                # optimizer steps per distinct code path (0: plan and check only)
               budget_gib: float = 80.0,      # device memory a run may use (an H100 has 80 GB)
               cuda_path: bool = True,        # on the CPU, take the CUDA code path (bf16 autocast on the CPU, ...)
               log=print,                     # where progress lines go
              ) -> PreflightReport:
     "Plan, check and step every run of a profile (see above); every failure named by its run."
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f'steps must be an integer >= 0 (0: plan and check only); got {steps!r}')
     dev = get_device(device); cuda = dev.type == 'cuda'
     batch_cap = batch_cap or (None if cuda else 8); side_cap = side_cap or (None if cuda else 16)
     reduced = ('' if not (batch_cap or side_cap) else
@@ -370,6 +373,7 @@ def _preflight(rep, profile, only, sections, overrides, nbs, dev, batch_cap, sid
     rep.paths = list(paths.values())
     log(f'preflight {profile}: {rep.runs} runs, {rep.distinct} distinct, {len(rep.paths)} code paths to step '
         f'on {rep.device}' + (f'; {rep.reduced}' if rep.reduced else ''))
+    if steps == 0: rep.planned_only = True; return rep     # every run planned and its data checked, none stepped
     t0, flops = time.time(), {}
     for i, p in enumerate(rep.paths):
         try: _step_path(p, dev, batch_cap, side_cap, steps, cuda_path, tmp, flops)
@@ -474,10 +478,13 @@ def report_text(rep: PreflightReport) -> str:
     "The preflight's findings as the lines the command prints."
     est = sum(rep.seconds.values())
     lines = [f"preflight {rep.profile} on {rep.device}: {rep.runs} runs planned, {rep.distinct} distinct, "
-             f"{len(rep.paths)} distinct code paths stepped ({sum(p.error is None for p in rep.paths)} ok)"]
-    if rep.reduced: lines.append(f"  {rep.reduced}")
+             + (f"{len(rep.paths)} distinct code paths, none stepped (steps=0: every run planned and its data "
+                f"checked only)" if rep.planned_only else
+                f"{len(rep.paths)} distinct code paths stepped ({sum(p.error is None for p in rep.paths)} ok)")]
+    if rep.reduced and not rep.planned_only: lines.append(f"  {rep.reduced}")
     lines += [f"  note: {n}" for n in rep.notes]
-    if not rep.seconds: lines.append("no training time estimate on this device: no code path stepped, or no rate")
+    if rep.planned_only: pass
+    elif not rep.seconds: lines.append("no training time estimate on this device: no code path stepped, or no rate")
     elif not rep.reduced:
         lines.append(f"estimated training time on this device: {_hours(est)} (optimizer steps only: each path's step "
                      f"measured at its real batch and side, scaled by FLOPs to its other runs; kNN, probes and data "
