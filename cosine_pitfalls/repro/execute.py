@@ -20,8 +20,8 @@ from .report import _summary
 
 # %% auto #0
 __all__ = ['RUNNER_FILES', 'LOCK', 'KERNEL_ARGS', 'environment', 'code_hash', 'job_hash', 'registered', 'is_done', 'damaged',
-           'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_job', 'own_notebooks', 'reproduce', 'holes',
-           'cores_of', 'usable_cores', 'side_by_side', 'cpu_flags', 'cpu_model', 'kernel_env', 'kernel_args',
+           'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_record', 'run_job', 'own_notebooks', 'reproduce',
+           'holes', 'cores_of', 'usable_cores', 'side_by_side', 'cpu_flags', 'cpu_model', 'kernel_env', 'kernel_args',
            'onednn_isa', 'compute_environment', 'kernel_start']
 
 # %% ../../nbs/repro/92_execute.ipynb #17c69476
@@ -135,6 +135,12 @@ def kept_as(final: Path,   # runs/<notebook>.<profile>.ipynb
     "Where an executed notebook is kept: a notebook that did not finish never replaces one that did."
     return final if status == 'ok' else final.with_name(f'{final.stem}.{status}.ipynb')
 
+def run_record(job: dict, h: str, t0: float) -> dict:
+    "What every run record of a job starts with: its notebook, section, IDs, profile, parameters' hash, start time."
+    return dict(notebook=Path(job['notebook']).name, section=job['section'], ids=job['ids'],
+                profile=job['params']['profile'], params_hash=h,
+                started=datetime.datetime.fromtimestamp(t0).isoformat(timespec='seconds'))
+
 def run_job(job: dict, out: Path, progress: bool = False,
             trust: bool = False,   # sign the executed notebook as trusted (the package's own notebooks only)
            ) -> dict:
@@ -144,11 +150,9 @@ def run_job(job: dict, out: Path, progress: bool = False,
     nb = Path(job['notebook']); runs = out/'runs'; runs.mkdir(parents=True, exist_ok=True)
     final = runs/f"{nb.stem}.{job['params']['profile']}.ipynb"
     params = dict(job['params'], ids=','.join(job['ids']), out_dir=str(out.resolve()))
-    h = job_hash(job)
-    rec = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
-               params_hash=h, started=datetime.datetime.now().isoformat(timespec='seconds'),
-               executed_notebook=str(final.relative_to(out)))
-    t0 = time.time(); tmp = runs/f'.{final.stem}.{os.getpid()}.running.ipynb'
+    h, t0 = job_hash(job), time.time()
+    rec = dict(run_record(job, h, t0), executed_notebook=str(final.relative_to(out)))
+    tmp = runs/f'.{final.stem}.{os.getpid()}.running.ipynb'
     fd, record = tempfile.mkstemp(prefix='cosine-pitfalls-env.', suffix='.json'); os.close(fd)
     # the kernel inherits them: summaries carry the job; the pins; where it says what it computes with
     given = {JOB_ENV: h, ENV_RECORD: record, **kernel_env(job['params']['profile'])}
@@ -244,8 +248,8 @@ def side_by_side(jobs: list,          # the batch's jobs still to run
     if cores < 2 or len(one) < 2: return []
     last = {(r['notebook'], r['profile']): r['wall_s'] for r in manifest.get('runs', []) if r.get('status') == 'ok'}
     known = lambda j: last.get((Path(j['notebook']).name, j['params']['profile']))
-    order = {id(j): k for k, j in enumerate(one)}
-    return sorted(one, key=lambda j: (known(j) is not None, -(known(j) or 0), -order[id(j)]))
+    rank = lambda kj: (known(kj[1]) is not None, -(known(kj[1]) or 0), -kj[0])   # unknown first, later first
+    return [j for _, j in sorted(enumerate(one), key=rank)]
 
 def _todo(job: dict, out: Path, manifest: dict, force: bool) -> tuple:
     "A job's hash, its IDs to run and why each damaged one is; IDs registered but not marked ok are marked (recovered)."
@@ -281,22 +285,23 @@ def _record(job: dict, h: str, todo: list, why: dict, rec: dict, out: Path, mani
 def _child(job: dict, out: Path, trust: bool, conn) -> None:
     """A side-by-side job's process: run it, send its record back. The first SIGINT or SIGTERM interrupts it (a
     group's Ctrl-C, or the runner passing its own on); later ones are ignored, so its clean-up finishes."""
+    # ignored by a handler that does nothing, not SIG_IGN: a signal already pending when the handler changes would
+    # raise "OSError: Signal 15 ignored due to race condition" in the middle of the clean-up (seen: Ctrl-C + SIGTERM)
+    def ignore(signum, frame): pass
     def once(signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, ignore); signal.signal(signal.SIGTERM, ignore)
         raise KeyboardInterrupt
     signal.signal(signal.SIGINT, once); signal.signal(signal.SIGTERM, once)
     try: rec = run_job(job, out, trust=trust)
     except BaseException as e:   # past run_job's own handling (a signal during its clean-up): the parent records it
         rec = dict(status='interrupted' if isinstance(e, KeyboardInterrupt) else 'failed',
                    error=dict(cell=None, ename=type(e).__name__, evalue=str(e)[:2000] or 'interrupted'))
+    signal.signal(signal.SIGINT, ignore); signal.signal(signal.SIGTERM, ignore)   # the record is sent whole
     conn.send(rec); conn.close()
 
 def _lost(job: dict, h: str, out: Path, t0: float, rec: dict | None, interrupted: bool) -> dict:
     "A side-by-side job's record completed where its process ended without one (killed) or before run_job's end."
-    nb = Path(job['notebook'])
-    base = dict(notebook=nb.name, section=job['section'], ids=job['ids'], profile=job['params']['profile'],
-                params_hash=h, started=datetime.datetime.fromtimestamp(t0).isoformat(timespec='seconds'),
-                executed_notebook=None, wall_s=round(time.time() - t0, 2),
+    base = dict(run_record(job, h, t0), executed_notebook=None, wall_s=round(time.time() - t0, 2),
                 status='interrupted' if interrupted else 'failed',
                 error=dict(cell=None, ename='KeyboardInterrupt' if interrupted else 'ProcessEnded',
                            evalue='interrupted' if interrupted else "the notebook's process ended without a record"))
@@ -355,14 +360,14 @@ def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, 
             if todo: items.append((job, h, todo, why))
             else: bar.update(1)
         cores = usable_cores()
-        together = [id(j) for j in side_by_side([j for j, *_ in items], manifest, cores)]
-        first = sorted((it for it in items if id(it[0]) in together), key=lambda it: together.index(id(it[0])))
+        pos = {id(j): k for k, j in enumerate(side_by_side([j for j, *_ in items], manifest, cores))}
+        first = sorted((it for it in items if id(it[0]) in pos), key=lambda it: pos[id(it[0])])
         if first:      # one core each (pinned kernels): the same numbers as one after another
             bar.set_postfix_str(f'{len(first)} notebooks side by side on {cores} cores')
             n, kept = _run_side_by_side(first, out, manifest, trust, cores, bar)
             failed += n
             if kept is not None: raise _Interrupted(kept)
-        for job, h, todo, why in (it for it in items if id(it[0]) not in together):
+        for job, h, todo, why in (it for it in items if id(it[0]) not in pos):
             bar.set_postfix_str(f"{job['notebook'].name}: {len(todo)} to run, {len(job['ids']) - len(todo)} done")
             rec = run_job(dict(job, ids=todo), out, trust=trust)
             failed += rec['status'] != 'ok'
