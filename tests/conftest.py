@@ -4,15 +4,38 @@ from pathlib import Path
 
 import pytest
 
+from cosine_pitfalls.repro.pins import kernel_env    # the standard library only: torch is not loaded yet
+
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT/'nbs'
 CLI = Path(sys.executable).parent/'cosine-pitfalls'
 os.umask(0o022)   # the usual umask, inherited by every CLI run: the file-mode test expects 0644
-if os.environ.get('PYTEST_XDIST_WORKER'):
-    # `make test` runs pytest in parallel (pytest-xdist, one worker per core): two workers each spinning two
-    # OpenMP threads on two cores made one 5 s test take minutes. One thread per worker, and per process it starts
-    # (set before torch is imported; CLI runs and notebook kernels inherit it).
-    os.environ['OMP_NUM_THREADS'] = '1'
+
+# The report's pins, here: every test process (and every process it starts: CLI runs, kernels, training workers)
+# computes as a `cpu` kernel does, on one thread and, where the CPU has AVX2, with AVX2 kernels, whatever the
+# machine's best instruction set or the variables the suite was started with (an AVX-512 machine's own kernels
+# round differently, and the recorded bits of test_method_losses.py and test_reproducible.py are AVX2's). Torch
+# reads the variables when it is loaded, so they are set before any test module imports it; xdist's workers start
+# after this file is read and inherit them. One thread per process also keeps two workers from each spinning two
+# OpenMP threads on two cores (one 5 s test took minutes).
+if 'torch' in sys.modules:
+    raise pytest.UsageError('torch was imported before tests/conftest.py could pin its kernels (a plugin?); '
+                            'the tests that compare recorded bits would compute with the wrong instruction set')
+os.environ.update(kernel_env('cpu'))
+
+
+def isa_key(env: dict) -> str:
+    "The key recorded bits are kept under: the instruction set torch ran and the CPU's vendor ('AVX2 AMD')."
+    cpu = str(env.get('cpu') or '')
+    vendor = next((v for v in ('AMD', 'Intel', 'ARM', 'Apple') if v.lower() in cpu.lower()), 'other')
+    return f"{env['isa']} {vendor}"
+
+
+def this_machine() -> str:
+    "`isa_key` of this process: the instruction set torch computes with here (pinned above) and the CPU's vendor."
+    import torch
+    from cosine_pitfalls.repro.execute import cpu_model
+    return isa_key(dict(isa=torch.backends.cpu.get_cpu_capability(), cpu=cpu_model()))
 
 
 def run_cli(*args, timeout=600, **kw):

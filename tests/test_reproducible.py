@@ -28,13 +28,6 @@ RUN = dict(method='simclr', dataset='digits', backbone='small_cnn', width=32, im
            device='cpu')   # the cpu profile's SimCLR settings (section 5), 20 steps
 
 
-def isa_key(env: dict) -> str:
-    "The key a hash is recorded under: the instruction set torch ran and the CPU's vendor ('AVX2 AMD')."
-    cpu = str(env.get('cpu') or '')
-    vendor = next((v for v in ('AMD', 'Intel', 'ARM', 'Apple') if v.lower() in cpu.lower()), 'other')
-    return f"{env['isa']} {vendor}"
-
-
 def weights_sha256(state: dict) -> str:
     "sha256 over a state_dict's tensors (name, dtype, shape, bytes as stored), in the order of their names."
     import torch
@@ -58,8 +51,7 @@ def _child() -> dict:
 
 def short_run(pinned: bool = True) -> dict:
     "RUN in a fresh process, under the `cpu` profile's pins (or with the CPU's best instruction set, one thread)."
-    from cosine_pitfalls.repro.plan import PIN_ISA, PIN_THREADS
-    from cosine_pitfalls.repro.execute import kernel_env
+    from cosine_pitfalls.repro.pins import PIN_ISA, PIN_THREADS, kernel_env
     env = {k: v for k, v in os.environ.items() if k not in PIN_ISA}
     env.update(kernel_env('cpu') if pinned else PIN_THREADS)
     r = subprocess.run([sys.executable, __file__, '--child'], env=env, capture_output=True, text=True, timeout=600)
@@ -68,6 +60,7 @@ def short_run(pinned: bool = True) -> dict:
 
 
 def test_short_run_ends_with_the_recorded_weights():
+    from conftest import isa_key
     got = short_run()
     env = got['environment']
     isa, recorded = isa_key(env), json.loads(RECORDED.read_text())
@@ -88,6 +81,7 @@ def test_short_run_ends_with_the_recorded_weights():
 
 def record() -> None:
     "Run the short run pinned, twice (they must agree), and record its hash under its instruction set."
+    from conftest import isa_key    # not at the top: conftest pins whoever imports it, and --check's children differ
     a, b = short_run(), short_run()
     assert a['sha256'] == b['sha256'], 'two runs in this machine gave two hashes: not deterministic, nothing recorded'
     env = a['environment']

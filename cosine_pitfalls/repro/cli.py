@@ -15,6 +15,7 @@ from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 from .plan import *
+from .pins import *
 from .report import *
 from .execute import *
 from .execute import _Interrupted

@@ -15,14 +15,15 @@ from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 from .plan import *
+from .pins import *
 from .report import *
 from .report import _summary
 
 # %% auto #0
 __all__ = ['RUNNER_FILES', 'LOCK', 'KERNEL_ARGS', 'environment', 'code_hash', 'job_hash', 'registered', 'is_done', 'damaged',
            'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_record', 'run_job', 'own_notebooks', 'reproduce',
-           'holes', 'cores_of', 'usable_cores', 'side_by_side', 'cpu_flags', 'cpu_model', 'kernel_env', 'kernel_args',
-           'onednn_isa', 'compute_environment', 'kernel_start']
+           'holes', 'cores_of', 'usable_cores', 'side_by_side', 'cpu_model', 'kernel_args', 'onednn_isa',
+           'compute_environment', 'kernel_start']
 
 # %% ../../nbs/repro/92_execute.ipynb #17c69476
 def environment() -> dict:
@@ -159,8 +160,11 @@ def run_job(job: dict, out: Path, progress: bool = False,
     before = {k: os.environ.get(k) for k in given}
     os.environ.update(given)
     try:
+        # the running copy is written when the notebook starts and ends (an interruption included), and every 30 s
+        # between (papermill's autosave): not at each cell's start and end, which wrote the whole notebook twice a
+        # cell (01 at smoke: 18.0 s with them, 11.1 s without)
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
-                            progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
+                            progress_bar=progress, log_output=False, request_save_on_cell_execute=False,
                             extra_arguments=kernel_args(job['params']['profile']))
         rec.update(status='ok', error=None)
     except pm.PapermillExecutionError as e:    # a Ctrl-C that reached the kernel first is an interruption too
@@ -380,27 +384,12 @@ def _reproduce(jobs: list, out: Path, manifest: dict, force: bool, trust: bool, 
     return 1 if failed else 0
 
 # %% ../../nbs/repro/92_execute.ipynb #b86efd32
-def cpu_flags() -> set:
-    "The instruction-set flags of this machine's CPU, from /proc/cpuinfo (empty where there is none)."
-    try: text = Path('/proc/cpuinfo').read_text(encoding='utf-8', errors='replace')
-    except OSError: return set()
-    line = next((l for l in text.splitlines() if l.startswith(('flags', 'Features'))), '')
-    return set(line.partition(':')[2].split())
-
 def cpu_model() -> str:
     "The CPU's model name (/proc/cpuinfo), else what `platform` says."
     try: text = Path('/proc/cpuinfo').read_text(encoding='utf-8', errors='replace')
     except OSError: text = ''
     line = next((l for l in text.splitlines() if l.startswith('model name')), '')
     return line.partition(':')[2].strip() or platform.processor() or platform.machine()
-
-def kernel_env(profile: str,          # the job's profile
-               flags: set | None = None,  # the CPU's flags (default: `cpu_flags()`)
-              ) -> dict:              # variable -> value, for the kernel's environment
-    "What a profile's kernel starts with: one thread, and AVX2 kernels where the CPU has AVX2 and FMA (CPU profiles)."
-    if profile not in CPU_PROFILES: return {}
-    flags = cpu_flags() if flags is None else flags
-    return dict(PIN_THREADS, **(PIN_ISA if {'avx2', 'fma'} <= set(flags) else {}))
 
 def kernel_args(profile: str) -> list[str]:
     "The kernel's command-line arguments: quiet, and `kernel_start` run before the notebook."

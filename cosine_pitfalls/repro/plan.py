@@ -14,10 +14,12 @@ from .results import JOB_ENV, PROFILES, git_sha
 from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
+from .pins import CPU_PROFILES, PIN_ISA, PIN_THREADS, kernel_env, cpu_flags
+
 
 # %% auto #0
-__all__ = ['REQUIRED_PARAMS', 'MAX_INT', 'CPU_PROFILES', 'PIN_THREADS', 'PIN_ISA', 'ENV_RECORD', 'find_nbs', 'notebook_path',
-           'implemented', 'notebook_params', 'parse_value', 'check_params', 'check_values', 'profile_params', 'plan']
+__all__ = ['REQUIRED_PARAMS', 'MAX_INT', 'ENV_RECORD', 'find_nbs', 'notebook_path', 'implemented', 'notebook_params',
+           'parse_value', 'check_params', 'check_values', 'profile_params', 'plan']
 
 # %% ../../nbs/repro/90_plan.ipynb #4ddac23d
 REQUIRED_PARAMS = ('profile', 'ids', 'out_dir', 'seed')
@@ -192,13 +194,4 @@ def plan(profile: str = 'cpu',            # smoke | cpu | cpu-long | gpu | paper
     return jobs
 
 # %% ../../nbs/repro/90_plan.ipynb #b4372f18
-CPU_PROFILES = ('smoke', 'cpu', 'cpu-long')    # the profiles that train on the CPU: their kernels are pinned
-
-PIN_THREADS = dict(OMP_NUM_THREADS='1', MKL_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1')
-
-PIN_ISA = dict(ATEN_CPU_CAPABILITY='avx2',      # torch's own vectorized kernels
-               ONEDNN_MAX_CPU_ISA='AVX2',        # oneDNN: the convolutions
-               MKL_ENABLE_INSTRUCTIONS='AVX2',   # MKL: the matrix products (on Intel CPUs; MKL has its own path on others)
-               OPENBLAS_CORETYPE='Haswell')      # numpy's and scipy's OpenBLAS: its AVX2 kernels
-
-ENV_RECORD = 'COSINE_PITFALLS_ENV_RECORD'       # the file a kernel writes its `compute_environment` to
+ENV_RECORD = 'COSINE_PITFALLS_ENV_RECORD'       # the file a kernel writes its `compute_environment` to (see `repro.pins`)

@@ -15,6 +15,7 @@ from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
 from .plan import *
+from .pins import *
 
 # %% auto #0
 __all__ = ['NOTEBOOK_HTML', 'SCALE_NOTE', 'read_json', 'read_manifest', 'file_problem', 'result_problem', 'describe_environment',
