@@ -7,10 +7,11 @@ Two layers (see "Layout" in the README):
   `utils` (argument checks, seeds, devices, atomic writes), `losses`, `similarity_losses`, `mechanisms`,
   `evaluation`, `models` and `methods`; with the `train` extra also `data` and `train` (torchvision, xarray,
   scikit-learn). torchvision is imported only where a ResNet or a torchvision dataset is built.
-- **the companion**, which reproduces the papers on top of the library (the `repro` extra): `paper` (the
-  registry of the papers' results), `core` (profiles, verdicts, `SectionRun`), one module per paper section
-  (`gradients`, `toy`, `clop_synthetic`, `directclr`, `embedding_norms`, `prototypes_margins`) and `runner`
-  (the `cosine-pitfalls` command). The library imports nothing of the companion.
+- **the companion**, the subpackage `repro`, which reproduces the papers on top of the library (the `repro`
+  extra): `repro.paper` (the registry of the papers' results), `repro.verdicts` (the rule), `repro.results`
+  (profiles, `SectionRun`), one module per paper section (`repro.gradients`, `.toy`, `.clop_synthetic`,
+  `.directclr`, `.embedding_norms`, `.prototypes_margins`) and the runner (`repro.plan`, `.pins`, `.execute`,
+  `.report`, `.preflight`, `.cli`: the `cosine-pitfalls` command). The library imports nothing of the companion.
 
 This file is written by hand; nbdev_export only updates the `__version__` line below.
 """

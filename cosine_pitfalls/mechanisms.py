@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .dist import dist_info, gather_with_grad
-from .utils import check_choice, check_positive, warn_moved
+from .utils import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['ATTENUATIONS', 'TERMS', 'check_views', 'upcast', 'fp32_loss', 'GradScale', 'check_spec', 'curvature_weight',
@@ -338,6 +338,3 @@ def nt_xent(z1: Tensor,                     # first view, (*b, n, d)
     big = world * n
     rows = torch.arange(n, device=z1.device) + rank * n            # (n,) this rank's rows of each view
     return _nt_xent_rows(torch.cat([z1, z2], -2), torch.cat([rows, rows + big]), tau, spec, terms)
-
-# %% ../nbs/library/15_mechanisms.ipynb #b99bfe2f
-warn_moved('cosine_pitfalls.mechanisms', {n: 'cosine_pitfalls.dist' for n in ('dist_info', 'gather_with_grad')})

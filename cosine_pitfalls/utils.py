@@ -4,7 +4,7 @@
 
 # %% ../nbs/library/09_utils.ipynb #7d784eae
 from __future__ import annotations
-import contextlib, hashlib, json, os, random, re, sys, tempfile, types, warnings
+import contextlib, hashlib, json, os, random, re, tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -13,7 +13,7 @@ import torch
 
 # %% auto #0
 __all__ = ['check_choice', 'check_positive', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text',
-           'pid_alive', 'stale_tmp', 'params_hash', 'forward_moved', 'warn_moved']
+           'pid_alive', 'stale_tmp', 'params_hash']
 
 # %% ../nbs/library/09_utils.ipynb #b1dc94f2
 def check_choice(name: str,      # parameter name, as the user wrote it
@@ -122,33 +122,3 @@ def params_hash(params: dict,  # JSON-serializable parameters of a run
     "Stable hash of a parameter dictionary (keys sorted)."
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
-
-# %% ../nbs/library/09_utils.ipynb #865089f0
-def forward_moved(old: str,              # the old module's name, e.g. 'cosine_pitfalls.core'
-                  new: list,             # the modules its names moved to, searched in this order
-                  renamed: dict = {},    # old name -> new name, for the names renamed too
-                 ):                      # the `__getattr__` of the old module
-    "A module `__getattr__` (PEP 562) that finds each name in `new` and returns it with a `DeprecationWarning`."
-    def __getattr__(name: str):
-        n = renamed.get(name, name)
-        homes = [m for m in new if n in getattr(m, '__all__', ())] + [m for m in new if n in vars(m)]   # defined there first
-        for m in homes[:1]:
-                warnings.warn(f'{old}.{name} has moved to {m.__name__}.{n}; the old name goes in the next release',
-                              DeprecationWarning, stacklevel=2)
-                return vars(m)[n]
-        raise AttributeError(f'module {old!r} has no attribute {name!r}')
-    return __getattr__
-
-def warn_moved(name: str,    # a module being imported, e.g. 'cosine_pitfalls.mechanisms'
-               moved: dict,  # name -> the module it moved to; the name stays here for the module's own code
-              ) -> None:
-    "Make an access to `module.<moved name>` from outside warn (`DeprecationWarning`) and name the new place."
-    mod = sys.modules.get(name)
-    if mod is None: return
-    class MovedNames(types.ModuleType):
-        def __getattribute__(self, attr):
-            if attr in moved:
-                warnings.warn(f'{name}.{attr} has moved to {moved[attr]}.{attr}; the old name goes in the next release',
-                              DeprecationWarning, stacklevel=2)
-            return super().__getattribute__(attr)
-    mod.__class__ = MovedNames

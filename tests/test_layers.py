@@ -16,11 +16,8 @@ LIBRARY = {'utils', 'losses', 'similarity_losses', 'evaluation', 'data', 'models
            'train', 'diagnostics', 'plot'}
 # the companion: nbs/repro/, the subpackage `repro`
 COMPANION = {f'repro.{m}' for m in ('paper', 'verdicts', 'results', 'gradients', 'toy', 'clop_synthetic', 'directclr',
-                                     'embedding_norms', 'prototypes_margins', 'plan', 'report', 'execute', 'preflight',
-                                     'cli')}
-# the companion's old addresses (nbs/repro/moved/), kept for one release: empty modules that forward to `repro`
-MOVED = {'core', 'paper', 'runner', 'preflight', 'gradients', 'toy', 'clop_synthetic', 'directclr', 'embedding_norms',
-         'prototypes_margins'}
+                                     'embedding_norms', 'prototypes_margins', 'pins', 'plan', 'report', 'execute',
+                                     'preflight', 'cli')}
 # imported by these at module level: nothing beyond torch, numpy and the standard library
 LIGHT = {'utils', 'losses', 'similarity_losses', 'evaluation', 'mechanisms', 'dist', 'diagnostics', 'plot'}
 # torchvision only inside the functions that build a ResNet or load a dataset
@@ -99,8 +96,8 @@ def describe(cycle: list[str], g) -> str:
 
 
 def test_every_module_belongs_to_one_layer():
-    assert not LIBRARY & COMPANION and not LIBRARY & MOVED
-    stray = [m for m in modules() if m not in LIBRARY | COMPANION | MOVED]
+    assert not LIBRARY & COMPANION
+    stray = [m for m in modules() if m not in LIBRARY | COMPANION]
     assert not stray, f'modules in no layer (add them to LIBRARY or COMPANION here): {stray}'
 
 
@@ -116,7 +113,7 @@ def test_no_import_cycle():
 def test_library_imports_nothing_of_the_companion(name):
     if not _file(name, PKG).exists(): pytest.skip(f'{name}.py not in this checkout')
     bad = [(m, line) for m, line in imports(name)
-           if m.startswith('cosine_pitfalls.') and m.split('.')[1] in {'repro'} | MOVED]
+           if m.startswith('cosine_pitfalls.') and m.split('.')[1] == 'repro']
     assert not bad, f'library module {name} imports the companion: {bad}'
 
 

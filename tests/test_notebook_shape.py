@@ -1,7 +1,7 @@
 """The section notebooks read like the paper (issue 26, point 3): the claims first, then a short configuration.
 
 Each section notebook opens with markdown that holds a table of every result ID of its notebook (from the paper
-registry, `cosine_pitfalls.paper`) with the paper's statement verbatim, before its first code cell; no code cell
+registry, `cosine_pitfalls.repro.paper`) with the paper's statement verbatim, before its first code cell; no code cell
 is longer than `MAX_CELL` lines; its `parameters` cell has one parameter a line and at most `MAX_PARAMS` lines; its
 parameters are recorded from the parsed cell (`core.parameter_values`), never from a hand-kept list of names."""
 import json, re

@@ -11,8 +11,7 @@ from typing import Iterable
 import numpy as np
 import xarray as xr
 
-import sys
-from ..utils import check_choice, check_positive, forward_moved
+from ..utils import check_choice, check_positive
 
 # %% auto #0
 __all__ = ['VERDICTS', 'VERDICT_RULE', 'VERDICT_TERMS', 'ALPHA', 'TESTS', 'PARTS', 'paired_diff', 't_critical', 'paired_p',
@@ -374,6 +373,3 @@ def null_rates(judge,             # rng -> Judgement: one claim judged on simula
         if not isinstance(j, Judgement): raise TypeError(f"judge must return a Judgement; got {type(j).__name__}")
         counts[j.verdict] += 1; fragile += j.fragile
     return {**{k: c / draws for k, c in counts.items()}, 'fragile': fragile / draws}
-
-# %% ../../nbs/repro/00a_verdicts.ipynb #550b7e81
-__getattr__ = forward_moved(__name__, [sys.modules[__name__]], {'Part': 'Comparison', 'Within': 'Equivalence'})
