@@ -18,7 +18,7 @@ import cosine_pitfalls
 from cosine_pitfalls.utils import atomic_write_text
 
 MODULES = ('utils', 'losses', 'similarity_losses', 'mechanisms', 'evaluation', 'diagnostics', 'models',
-           'methods', 'data', 'train', 'core', 'runner')
+           'methods', 'data', 'train', 'repro.verdicts', 'repro.cli')
 HEAVY = ('pandas', 'xarray', 'papermill', 'matplotlib', 'torchvision', 'sklearn')
 PROBE = """import json, sys, time
 t0 = time.perf_counter(); import torch; t1 = time.perf_counter()
