@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROFILE ?= cpu
 
-.PHONY: setup reproduce test sync nbtest nbtest-gpu pytest bench lab readme
+.PHONY: setup reproduce test sync nbtest smoke nbtest-gpu pytest bench lab readme
 
 setup: $(STAMP)
 
@@ -21,7 +21,8 @@ reproduce: setup
 test: setup
 	$(MAKE) --no-print-directory sync
 	$(MAKE) --no-print-directory nbtest
-	$(MAKE) --no-print-directory pytest
+	$(MAKE) --no-print-directory smoke
+	$(MAKE) --no-print-directory pytest SMOKE_OUT=$(SMOKE)
 
 # notebooks are the source: cleaning and exporting them must leave the checkout unchanged
 sync:
@@ -32,8 +33,19 @@ sync:
 	  git status --porcelain; git --no-pager diff --stat; exit 1; fi
 	@echo "sync gate: notebooks clean and package in sync"
 
+# the library's notebooks and the companion's machinery; the six section notebooks (01-05b) are executed by `smoke`,
+# every cell of them, once
 nbtest:
-	$(BIN)/nbdev_test --n_workers 2 --timing
+	$(BIN)/nbdev_test --n_workers 2 --timing --skip_file_re '^0[1-5][ab]?_'
+
+# one smoke reproduction of every section (papermill runs each section notebook, every cell a test; then the pages and
+# the report), into $(SMOKE); pytest's tests of the CLI, the report and the pages read it (tests/conftest.py `smoke`)
+SMOKE := build/test-smoke
+smoke:
+	@rm -rf $(SMOKE) $(SMOKE).log; mkdir -p $(dir $(SMOKE))
+	@echo "smoke reproduction of every section into $(SMOKE) (log: $(SMOKE).log)"
+	@umask 022; t0=$$(date +%s); $(BIN)/cosine-pitfalls reproduce --profile smoke --out $(SMOKE) --quiet \
+	  > $(SMOKE).log 2>&1 || { tail -n 60 $(SMOKE).log; exit 1; }; echo "smoke reproduction: $$(( $$(date +%s) - t0 )) s"
 
 # on a machine with CUDA: also the cells flagged `#| gpu` (device checks of the losses and kNN) and `#| slow`
 nbtest-gpu: setup
@@ -41,8 +53,9 @@ nbtest-gpu: setup
 
 # in parallel, one worker per core (at most 4), a test file's tests on one worker (its module fixtures built once;
 # not --dist loadgroup: pytest 9.2 stopped its grouping, pytest-xdist issue 1386)
+# `make test` passes SMOKE_OUT (the smoke reproduction it just ran); a plain `make pytest` runs one in pytest's tmp
 pytest:
-	$(BIN)/python -m pytest -rs -n auto --maxprocesses 4 --dist loadfile --durations 15 tests
+	COSINE_PITFALLS_SMOKE=$(SMOKE_OUT) $(BIN)/python -m pytest -rs -n auto --maxprocesses 4 --dist loadfile --durations 15 tests
 
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks

@@ -38,9 +38,9 @@ def this_machine() -> str:
     return isa_key(dict(isa=torch.backends.cpu.get_cpu_capability(), cpu=cpu_model()))
 
 
-def run_cli(*args, timeout=600, **kw):
-    "Run the installed `cosine-pitfalls` console script; return the CompletedProcess."
-    env = dict(os.environ, PYTHONUNBUFFERED='1')
+def run_cli(*args, timeout=600, env=None, **kw):
+    "Run the installed `cosine-pitfalls` console script (in `env`, default ours); return the CompletedProcess."
+    env = dict(env or os.environ, PYTHONUNBUFFERED='1')
     return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 
@@ -80,3 +80,52 @@ def cli():
     assert CLI.exists(), f'console script not installed at {CLI}'
     return run_cli
 
+
+
+# ------------------------------------------------------------------ one smoke reproduction of every section, shared
+SMOKE_ENV = 'COSINE_PITFALLS_SMOKE'   # the folder `make smoke` reproduced every section into (its log beside it)
+
+
+def _smoke_checked(out: Path) -> Path:
+    "The folder, once its manifest says every section notebook ran and registered what it was asked."
+    from cosine_pitfalls.repro.paper import NOTEBOOKS
+    m = read_json(out/'manifest.json')
+    ran = {r['notebook']: r for r in m['runs']}
+    missing = sorted(set(NOTEBOOKS) - set(ran))
+    bad = {nb: r['status'] for nb, r in ran.items() if r['status'] != 'ok' or sorted(r['registered']) != sorted(r['ids'])}
+    assert not missing and not bad, f'the smoke reproduction in {out} is incomplete: not run {missing}, failed {bad}'
+    return out
+
+
+@pytest.fixture(scope='session')
+def smoke(tmp_path_factory):
+    """`cosine-pitfalls reproduce --profile smoke` of every section (every cell of the six section notebooks through
+    papermill, their pages and the report), run once per `make test` and read by the tests of the CLI, the report
+    and the pages: `make smoke` writes it before pytest starts and names it in $COSINE_PITFALLS_SMOKE; a pytest
+    started without it runs it here, once for all xdist workers (the first takes a lock, the others wait and read).
+    Returns (folder, the run's stderr). Read only: a test that changes it works on `smoke_copy`."""
+    import fcntl
+    given = os.environ.get(SMOKE_ENV)
+    if given:
+        out = Path(given)
+        log = out.with_name(out.name + '.log')
+        assert (out/'manifest.json').exists() and log.exists(), f'${SMOKE_ENV}={given}: no smoke reproduction there'
+        return _smoke_checked(out), log.read_text()
+    root = tmp_path_factory.getbasetemp().parent            # shared by the xdist workers of this session
+    out, log = root/'smoke', root/'smoke.log'
+    with open(root/'smoke.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not log.exists():
+            r = run_cli('reproduce', '--profile', 'smoke', '--out', out, '--quiet', timeout=1800)
+            assert r.returncode == 0, r.stderr[-5000:]
+            log.write_text(r.stderr)
+    return _smoke_checked(out), log.read_text()
+
+
+@pytest.fixture
+def smoke_copy(smoke, tmp_path):
+    "A copy of the shared smoke reproduction that a test may change (rerun, damage, interrupt)."
+    import shutil
+    out = tmp_path/'smoke'
+    shutil.copytree(smoke[0], out, symlinks=True)
+    return out

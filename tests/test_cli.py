@@ -88,19 +88,10 @@ def test_an_id_its_notebook_does_not_register_is_not_yet_implemented(tmp_path):
     assert r.returncode == 2 and f"['{i}'] are not yet implemented" in r.stderr, r.stderr
 
 
-@pytest.fixture(scope='module')
-def smoke1(tmp_path_factory):
-    "One smoke run of section 1 through the installed CLI (papermill), shared by the tests below."
-    out = tmp_path_factory.mktemp('smoke1')
-    t0 = time.time()
-    r = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
-    return out, r, time.time() - t0
-
-
-def test_smoke_section1_registers_every_id(smoke1):
+def test_smoke_section1_registers_every_id(smoke):
+    "Section 1 of the shared smoke reproduction (`conftest.smoke`): every ID's files, summary, manifest and report row."
     import xarray as xr
-    out, r, _ = smoke1
-    assert r.returncode == 0, r.stderr
+    out, _ = smoke
     for i in SECTION1:
         s = read_json(out/'results'/f'{i}.json')
         assert s['id'] == i and s['profile'] == 'smoke' and s['verdict'] in VERDICTS and s['ours']
@@ -112,7 +103,8 @@ def test_smoke_section1_registers_every_id(smoke1):
     m = read_json(out/'manifest.json')
     assert m['environment']['packages']['torch'] and m['git_sha'] and m['environment']['device']
     assert all(m['results'][i]['status'] == 'ok' for i in SECTION1)
-    assert m['runs'][-1]['wall_s'] > 0
+    run1 = next(r for r in m['runs'] if r['notebook'] == '01_gradients.ipynb')
+    assert run1['wall_s'] > 0 and sorted(run1['registered']) == sorted(SECTION1)
     assert (out/'runs'/'01_gradients.smoke.ipynb').exists()
     rep = (out/'report.md').read_text()
     for i in PAPER: assert f'| `{i}` |' in rep
@@ -122,23 +114,25 @@ def test_smoke_section1_registers_every_id(smoke1):
         assert f"| {label} |" in rep.split(f'| `{i}` |')[1].split('\n')[0], i
 
 
-def test_smoke_kernel_is_pinned_and_recorded(smoke1):
-    "The kernel ran on one thread (intra- and inter-op), AVX2 where the CPU has it; the run and the report say so."
-    from cosine_pitfalls.repro.execute import cpu_flags
+def test_smoke_kernel_is_pinned_and_recorded(smoke):
+    "Every kernel ran on one thread (intra- and inter-op), AVX2 where the CPU has it; the runs and the report say so."
+    from cosine_pitfalls.repro.pins import cpu_flags
     from cosine_pitfalls.repro.report import describe_environment
-    out, r, _ = smoke1
-    env = read_json(out/'manifest.json')['runs'][0]['environment']
-    assert (env['threads'], env['interop_threads']) == (1, 1) and env['pinned']['OMP_NUM_THREADS'] == '1'
-    assert env['torch'] and env['numpy'] and env['python'] and env['cpu']
-    if {'avx2', 'fma'} <= cpu_flags():
-        assert (env['isa'], env['onednn_isa'], env['pinned']['ATEN_CPU_CAPABILITY']) == ('AVX2', 'Intel AVX2', 'avx2')
-    line = f'Computed with: {describe_environment(env)} (all {len(SECTION1)} results on disk).'
+    out, _ = smoke
+    m = read_json(out/'manifest.json')
+    envs = [r['environment'] for r in m['runs']]
+    for env in envs:
+        assert (env['threads'], env['interop_threads']) == (1, 1) and env['pinned']['OMP_NUM_THREADS'] == '1'
+        assert env['torch'] and env['numpy'] and env['python'] and env['cpu']
+        if {'avx2', 'fma'} <= cpu_flags():
+            assert (env['isa'], env['onednn_isa'], env['pinned']['ATEN_CPU_CAPABILITY']) == ('AVX2', 'Intel AVX2', 'avx2')
+    line = f'Computed with: {describe_environment(envs[0])} (all {len(list((out/"results").glob("*.json")))} results on disk).'
     rep = (out/'report.md').read_text()
     assert line in rep and '- `testable`: ' in rep and '- `fragile`: ' in rep
 
 
-def test_rerun_skips_what_is_done(smoke1):
-    out, r, _ = smoke1
+def test_rerun_skips_what_is_done(smoke_copy):
+    out = smoke_copy
     m0 = read_json(out/'manifest.json'); stamps = {p: p.stat().st_mtime_ns for p in (out/'results').iterdir()}
     r2 = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
     assert r2.returncode == 0, r2.stderr
@@ -146,8 +140,10 @@ def test_rerun_skips_what_is_done(smoke1):
     assert {p: p.stat().st_mtime_ns for p in (out/'results').iterdir()} == stamps
 
 
-def test_changed_parameter_or_force_reruns(smoke1):
-    out, r, _ = smoke1
+def test_changed_parameter_force_or_edited_code_reruns(smoke_copy, tmp_path):
+    """--force recomputes, a changed parameter recomputes, code edited since recomputes once (then skips), the same
+    code and parameters skip; each rerun touches no other result."""
+    out = smoke_copy
     n = len(read_json(out/'manifest.json')['runs'])
     other = next(i for i in SECTION1 if i != 'clop.thm1')
     before = (out/'results'/f'{other}.json').stat().st_mtime_ns
@@ -161,31 +157,25 @@ def test_changed_parameter_or_force_reruns(smoke1):
     m = read_json(out/'manifest.json')
     assert len(m['runs']) == n + 2 and m['results']['clop.thm1']['params']['seed'] == 1
     assert read_json(out/'results'/'clop.thm1.json')['params']['seed'] == 1
-
-
-def test_edited_code_reruns_without_force(smoke1, tmp_path):
-    "A result computed by older code is recomputed; the same code again is skipped."
-    out, r, _ = smoke1
-    target = next(i for i in SECTION1 if i != 'clop.thm1')      # still as the fixture computed it (seed 0)
-    n = len(read_json(out/'manifest.json')['runs'])
-    same = run_cli('reproduce', '--profile', 'smoke', '--only', target, '--out', out, '--quiet')
+    # code edited: `other` is still as the smoke reproduction computed it (seed 0)
+    same = run_main('reproduce', '--profile', 'smoke', '--only', other, '--out', out, '--quiet')
     assert same.returncode == 0, same.stderr
-    assert len(read_json(out/'manifest.json')['runs']) == n, 'unchanged code and parameters must be skipped'
+    assert len(read_json(out/'manifest.json')['runs']) == n + 2, 'unchanged code and parameters must be skipped'
     nbs = tmp_path/'nbs'; shutil.copytree(NBS, nbs)
     p = nbs/notebook_of(SECTION1[0]).path; nb = json.loads(p.read_text())
     k = next(j for j, c in enumerate(nb['cells']) if c['cell_type'] == 'code' and 'parameters' not in c.get('metadata', {}).get('tags', []))
     nb['cells'][k]['source'] = ''.join(nb['cells'][k]['source']) + '\n# an edit to the code'
     p.write_text(json.dumps(nb))
-    for expect in (n + 1, n + 1):                                  # recomputed once, then skipped
-        r2 = run_cli('reproduce', '--profile', 'smoke', '--only', target, '--nbs', nbs, '--out', out, '--quiet')
-        assert r2.returncode == 0, r2.stderr
+    for expect, runner in ((n + 3, run_cli), (n + 3, run_main)):            # recomputed once, then skipped
+        r4 = runner('reproduce', '--profile', 'smoke', '--only', other, '--nbs', nbs, '--out', out, '--quiet')
+        assert r4.returncode == 0, r4.stderr
         m = read_json(out/'manifest.json')
-        assert len(m['runs']) == expect and m['runs'][-1]['ids'] == [target]
+        assert len(m['runs']) == expect and m['runs'][-1]['ids'] == [other]
 
 
-def test_report_rebuilds_from_disk(smoke1, cli):
+def test_report_rebuilds_from_disk(smoke_copy, cli):
     "`report` rebuilds report.md, report.html and a missing notebook page from the files on disk."
-    out, r, _ = smoke1
+    out = smoke_copy
     old, old_html = (out/'report.md').read_text(), (out/'report.html').read_text()
     page = out/'notebooks'/'01_gradients.smoke.html'
     for f in (out/'report.md', out/'report.html', page): f.unlink()
@@ -200,37 +190,37 @@ def test_report_rebuilds_from_disk(smoke1, cli):
     assert page.exists()
 
 
-def test_every_id_is_anchored_in_its_rendered_notebook(smoke1):
-    "The executed notebook is rendered to notebooks/, one anchor per registered ID, each linked from report.html."
+def test_every_id_is_anchored_in_its_rendered_notebook(smoke):
+    "Each executed notebook is rendered to notebooks/, one anchor per registered ID, each linked from report.html."
     from cosine_pitfalls.repro.report import report_problems
-    out, r, _ = smoke1
-    page = (out/'notebooks'/'01_gradients.smoke.html').read_text()
+    out, _ = smoke
     rep = (out/'report.html').read_text()
-    for i in SECTION1:
-        assert f'id="{i}"' in page, i
-        assert f'<a href="notebooks/01_gradients.smoke.html#{i}"><code>{i}</code></a>' in rep, i
+    for i in PAPER:
+        stem = notebook_of(i).stem
+        assert f'id="{i}"' in (out/'notebooks'/f'{stem}.smoke.html').read_text(), i
+        assert f'<a href="notebooks/{stem}.smoke.html#{i}"><code>{i}</code></a>' in rep, i
     assert report_problems(out/'report.html') == []
-    run = read_json(out/'manifest.json')['runs'][0]
-    assert run['html'] == 'notebooks/01_gradients.smoke.html' and 'html_error' not in run
+    for run in read_json(out/'manifest.json')['runs']:
+        assert run['html'] == f"notebooks/{run['notebook'][:-6]}.smoke.html" and 'html_error' not in run
 
 
-def test_files_get_the_usual_mode_and_the_report_links_them(smoke1):
-    "Under umask 022 (set in conftest), every file the runner writes is 0644; the report links each row's files and figures."
-    out, r, _ = smoke1
+def test_files_get_the_usual_mode_and_the_report_links_them(smoke):
+    "Under umask 022 (set by `make smoke` and conftest), every file the runner writes is 0644; the report links each row's files and figures."
+    out, _ = smoke
     modes = {str(f.relative_to(out)): f.stat().st_mode & 0o777 for f in out.rglob('*') if f.is_file()}
     assert modes and all(m == 0o644 for m in modes.values()), {f: oct(m) for f, m in modes.items() if m != 0o644}
     rep = (out/'report.md').read_text()
-    for i in SECTION1:
+    for i in PAPER:
         row = rep.split(f'| `{i}` |')[1].split('\n')[0]
         assert f'[table](tables/{i}.md)' in row and f'[data](results/{i}.nc)' in row
-        if PAPER[i].kind == 'figure': assert f'[figure](figures/{i}.png)' in row and f'![{i}](figures/{i}.png)' in rep
+        if PAPER[i].kind == 'figure':
+            assert f'[figure](figures/{i}.png)' in row and f'![{i}](figures/{i}.png)' in rep
     for link in [l.split('](')[1].split(')')[0] for l in rep.split('[')[1:] if '](' in l]:
         assert (out/link).exists(), link
 
 
-def test_kernel_warning_kept_out_of_our_output(smoke1):
-    out, r, _ = smoke1
-    assert 'without encryption' not in r.stderr and 'without encryption' not in r.stdout
+def test_kernel_warning_kept_out_of_our_output(smoke):
+    assert 'without encryption' not in smoke[1]
 
 
 @pytest.mark.parametrize('args,msg', [

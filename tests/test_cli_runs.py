@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, NBS, read_json, run_cli
+from conftest import CLI, NBS, read_json, run_cli, run_main
 
 from cosine_pitfalls.repro.verdicts import VERDICTS
 from cosine_pitfalls.repro.paper import NOTEBOOKS, notebook_ids, notebook_of, section_ids
@@ -25,12 +25,27 @@ def _broken_copy(tmp_path, file):
 
 
 def test_failing_notebook_is_recorded_and_batch_goes_on(tmp_path):
+    """A notebook that fails is recorded and kept, the other one of the batch registers its ID. Both come from a
+    folder given with --nbs, so neither is signed as trusted (issue 19.6: only the package's own notebooks are), and
+    the runner's clean-up leaves a live writer's temporary alone."""
     other = next((f for f in NOTEBOOKS if f != notebook_of('clop.thm1').file and (NBS/NOTEBOOKS[f].path).exists()), None)
     if other is None: pytest.skip('needs a second section notebook')
     nbs, out = _broken_copy(tmp_path, other), tmp_path/'out'
     bad = notebook_ids(other)[0]
-    r = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', bad, '--nbs', nbs, '--out', out, '--quiet')
+    (out/'results').mkdir(parents=True)
+    live = out/'results'/f'.clop.fig6.{os.getpid()}.ab12cd34.tmp.nc'   # a live writer's temporary (this process)
+    live.write_text('half')
+    env = dict(os.environ, JUPYTER_DATA_DIR=str(tmp_path/'jupyter'))    # a notary of its own
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', 'clop.thm1', bad, '--nbs', nbs, '--out', out, '--quiet',
+                env=env)
     assert r.returncode == 1
+    assert live.exists(), "a run's clean-up deleted another process's temporary file"
+    m = read_json(out/'manifest.json')
+    assert [x.get('trusted') for x in m['runs'] if x['status'] == 'ok'] == [False]
+    db = tmp_path/'jupyter'/'nbsignatures.db'
+    if db.exists():
+        import sqlite3
+        with sqlite3.connect(db) as c: assert c.execute('select count(*) from nbsignatures').fetchone()[0] == 0
     assert 'deliberate failure planted by the test' in r.stderr
     m = read_json(out/'manifest.json')
     assert m['results']['clop.thm1']['status'] == 'ok' and (out/'results'/'clop.thm1.nc').exists()
@@ -118,25 +133,25 @@ def test_killed_run_keeps_what_it_finished(tmp_path):
     assert all(m['results'][i].get('recovered') for i in done)
 
 
-def test_section4_trains_through_the_runner(tmp_path):
-    """Section 4 at smoke through the CLI: the asked IDs registered with a verdict, the training runs kept under
-    training/, skipped when rerun. Two IDs on two settings (`make nbtest` runs the whole notebook at smoke)."""
-    out, ids = tmp_path/'out', ['directclr.subvector', 'directclr.fig12']
-    args = ('reproduce', '--profile', 'smoke', '--only', *ids, '-p', 'settings=directclr,none', '--out', out, '--quiet')
-    r = run_cli(*args)
-    assert r.returncode == 0, r.stderr
+def test_section4_trains_through_the_runner(smoke, smoke_copy):
+    """Section 4 in the shared smoke reproduction (`conftest.smoke`: the whole notebook through the CLI): every ID
+    registered with a verdict, the training runs kept under training/, anchored on the page; a rerun of two IDs is
+    skipped, no kernel started (`run_main` fails if one is)."""
+    out, _ = smoke
+    ids = notebook_ids('04_directclr.ipynb')
     for i in ids:
         s = read_json(out/'results'/f'{i}.json')
-        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
+        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours'], i
     runs = list((out/'training'/'04_directclr'/'runs').iterdir())
     cfgs = [read_json(d/'config.json') for d in runs]
     assert len(runs) >= 2 * 2 and all((d/'run.nc').exists() for d in runs)
     assert {c['method'] for c in cfgs} == {'directclr', 'simclr'} and {c['projector'] for c in cfgs} >= {'none'}
     page = (out/'notebooks'/'04_directclr.smoke.html').read_text()
     assert all(f'id="{i}"' in page for i in ids)
-    n = len(read_json(out/'manifest.json')['runs'])
-    r2 = run_cli(*args)
-    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
+    n = len(read_json(smoke_copy/'manifest.json')['runs'])
+    r2 = run_main('reproduce', '--profile', 'smoke', '--only', 'directclr.subvector', 'directclr.fig12', '--out',
+                  smoke_copy, '--quiet')
+    assert r2.returncode == 0 and len(read_json(smoke_copy/'manifest.json')['runs']) == n, r2.stderr
 
 
 def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
@@ -166,21 +181,18 @@ def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
     assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n
 
 
-def test_section5_prototypes_margins_through_the_runner(tmp_path):
-    """Section 5 part 2 (CLOP, margins) at smoke via the CLI: only its notebook runs, every asked ID gets a verdict,
-    reruns skip. Three IDs (a CLOP table, a margins figure, one not run below paper scale): `make nbtest` runs the
-    whole notebook at smoke already, this checks the runner's side in a third of the time."""
-    out, ids = tmp_path/'out', ['clop.table2', 'margins.fig3', 'margins.table4']
-    assert set(ids) <= set(notebook_ids('05b_prototypes_margins.ipynb'))
-    r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
-    assert r.returncode == 0, r.stderr
-    m = read_json(out/'manifest.json')
-    assert [j['notebook'] for j in m['runs']] == ['05b_prototypes_margins.ipynb']      # part 1 is not run
-    assert sorted(m['runs'][-1]['registered']) == sorted(ids)
+def test_section5_prototypes_margins_through_the_runner(smoke, smoke_copy):
+    """Section 5 part 2 (CLOP, margins) in the shared smoke reproduction: every ID registered with a verdict and what
+    our runs detect beside the paper's; an ID not run below paper scale is `inconclusive`; CLOP's similarities on
+    ℓ2-normalized z; a rerun of three IDs starts no kernel and trains nothing."""
+    out, _ = smoke
+    ids = notebook_ids('05b_prototypes_margins.ipynb')
+    run = next(r for r in read_json(out/'manifest.json')['runs'] if r['notebook'] == '05b_prototypes_margins.ipynb')
+    assert sorted(run['registered']) == sorted(ids)
     for i in ids:
         s = read_json(out/'results'/f'{i}.json')
-        assert s['verdict'] in VERDICTS and s['ours'] and 'digits' in s['ours'] + str(s['params'])
-        assert s['detect'] and ("the paper's" in s['detect'])         # what our runs detect, beside the paper's
+        assert s['verdict'] in VERDICTS and s['ours'] and 'digits' in s['ours'] + str(s['params']), i
+        assert s['detect'] and ("the paper's" in s['detect']), i         # what our runs detect, beside the paper's
     assert read_json(out/'results'/'margins.table4.json')['verdict'] == 'inconclusive'   # not run below paper scale
     t2 = read_json(out/'results'/'clop.table2.json')       # trained, every similarity on ℓ2-normalized z
     assert t2['verdict'] in VERDICTS and 'ℓ2-normalized z' in t2['ours'], t2['ours']
@@ -189,7 +201,13 @@ def test_section5_prototypes_margins_through_the_runner(tmp_path):
     sims = [c for c in cfgs if c.get('clop_weight', 0) > 0 and c['clop_similarity'] != 'cosine']
     assert sims and all(c['clop_normalize'] is True for c in sims)   # as the authors' CLOPLoss.py
     assert len(runs) >= 2 * 6 and all((d/'run.nc').exists() for d in runs)
-    before = {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs}
-    r2 = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
-    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == 1
-    assert {d.name: (d/'run.nc').stat().st_mtime_ns for d in runs} == before
+    copy = smoke_copy/'training'/'05b_prototypes_margins'/'runs'
+    before = {d.name: (d/'run.nc').stat().st_mtime_ns for d in copy.iterdir()}
+    from cosine_pitfalls.repro.plan import plan
+    three = ['clop.table2', 'margins.fig3', 'margins.table4']
+    assert [j['notebook'].name for j in plan('smoke', only=three)] == ['05b_prototypes_margins.ipynb']  # not part 1
+    n = len(read_json(smoke_copy/'manifest.json')['runs'])
+    r2 = run_main('reproduce', '--profile', 'smoke', '--only', *three,
+                  '--out', smoke_copy, '--quiet')
+    assert r2.returncode == 0 and len(read_json(smoke_copy/'manifest.json')['runs']) == n, r2.stderr
+    assert {d.name: (d/'run.nc').stat().st_mtime_ns for d in copy.iterdir()} == before

@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import CLI, NBS, read_json, run_main, tree
+from conftest import CLI, NBS, read_json, run_cli, run_main, tree
 
-
-def run_cli(*args, env=None, timeout=600, **kw):
-    "The installed console script, with an environment of our own when given."
-    env = dict(env or os.environ, PYTHONUNBUFFERED='1')
-    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 ONE = ['reproduce', '--profile', 'smoke', '--only', 'clop.thm1', '--quiet']
 SMALL = ['--dataset', 'digits', '--batch-size', '64', '--head-width', '32', '--head-out', '16', '--width', '8',
@@ -46,33 +41,13 @@ def _wait(cond, timeout=300, p=None):
     return cond()
 
 
-@pytest.fixture(scope='module')
-def done1(tmp_path_factory):
-    "clop.thm1 at smoke from a copy of the notebooks (--nbs), with a Jupyter data folder of its own."
-    base = tmp_path_factory.mktemp('faults')
-    nbs = base/'nbs'; shutil.copytree(NBS, nbs)
-    env = dict(os.environ, JUPYTER_DATA_DIR=str(base/'jupyter'))
-    out = base/'out'; (out/'results').mkdir(parents=True)
-    live = out/'results'/f'.clop.fig6.{os.getpid()}.ab12cd34.tmp.nc'   # a live writer's temporary (ours)
-    live.write_text('half')
-    r = run_cli(*ONE, '--nbs', nbs, '--out', out, env=env)
-    assert r.returncode == 0, r.stderr
-    kept = live.exists(); live.unlink(missing_ok=True)
-    return base, nbs, out, env, kept
-
-
-def test_clean_up_keeps_a_live_writers_temporary(done1):
-    assert done1[4], "a run's clean-up deleted another process's temporary file"
-
-
 # 1. an interrupted notebook never replaces a finished one
 @pytest.mark.parametrize('how', ['SIGINT to the group', 'SIGTERM'])
-def test_interrupt_keeps_the_finished_notebook_and_page(done1, tmp_path, how):
-    base, nbs, src, env, _ = done1
-    out = tmp_path/'out'; shutil.copytree(src, out)
+def test_interrupt_keeps_the_finished_notebook_and_page(smoke_copy, how):
+    out = smoke_copy                                       # the shared smoke reproduction (`conftest.smoke`), copied
     keep = {p: (out/p).read_bytes() for p in (FINAL, PAGE)}
     runs0 = len(read_json(out/'manifest.json')['runs'])
-    p = subprocess.Popen([str(CLI), *ONE, '--force', '--nbs', str(nbs), '--out', str(out)], env=env,
+    p = subprocess.Popen([str(CLI), *ONE, '--force', '--out', str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=sigint_default)
     try:
@@ -90,22 +65,21 @@ def test_interrupt_keeps_the_finished_notebook_and_page(done1, tmp_path, how):
     m = read_json(out/'manifest.json')
     assert len(m['runs']) == runs0 + 1 and m['runs'][-1]['status'] == 'interrupted'
     assert m['results']['clop.thm1']['status'] == 'ok'              # the finished result stands
-    r = run_cli('report', '--out', out, '--nbs', nbs)
+    r = run_main('report', '--out', out)
     assert r.returncode == 0 and (out/PAGE).read_bytes() == keep[PAGE]
     assert not (out/'notebooks'/'01_gradients.smoke.interrupted.html').exists()
 
 
 # 2. one runner per output folder
-def test_second_runner_on_one_folder_is_refused_at_once(done1, tmp_path):
-    base, nbs, src, env, _ = done1
-    out = tmp_path/'out'; shutil.copytree(src, out)
-    p = subprocess.Popen([str(CLI), *ONE, '--force', '--nbs', str(nbs), '--out', str(out)], env=env,
+def test_second_runner_on_one_folder_is_refused_at_once(smoke_copy):
+    out = smoke_copy
+    p = subprocess.Popen([str(CLI), *ONE, '--force', '--out', str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert _wait(lambda: list((out/'runs').glob('.*running*')), p=p), 'the first run never started'
     before = (out/'manifest.json').read_bytes()
     for cmd in (ONE, ['report']):
         t0 = time.time()
-        r = run_cli(*cmd, '--nbs', nbs, '--out', out, env=env)
+        r = run_cli(*cmd, '--out', out)
         assert r.returncode == 2 and time.time() - t0 < 120, r.stderr   # ~5 s on an idle machine
         assert f'is in use by pid {p.pid} (reproduce --profile smoke)' in r.stderr and 'Traceback' not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -130,49 +104,48 @@ def test_train_folder_of_another_run_is_refused(tmp_path):
 
 
 # 4. "done" means every file opens
-@pytest.mark.parametrize('damage', ['truncate', 'delete'])
-def test_damaged_result_file_is_recomputed(done1, tmp_path, damage):
+def test_damaged_result_files_are_recomputed(smoke_copy):
+    "A result whose .nc is cut short and one whose .nc is gone: one rerun recomputes both, saying why for each."
     import xarray as xr
-    base, nbs, src, env, _ = done1
-    out = tmp_path/'out'; shutil.copytree(src, out)
-    nc = out/'results'/'clop.thm1.nc'
-    if damage == 'truncate': nc.write_bytes(nc.read_bytes()[:nc.stat().st_size // 2])
-    else: nc.unlink()
+    out = smoke_copy
+    damage = {'clop.thm1': 'open', 'clop.lemma1': 'missing'}               # the result -> what the reason says
+    nc = {i: out/'results'/f'{i}.nc' for i in damage}
+    nc['clop.thm1'].write_bytes(nc['clop.thm1'].read_bytes()[:nc['clop.thm1'].stat().st_size // 2])
+    nc['clop.lemma1'].unlink()
     runs0 = len(read_json(out/'manifest.json')['runs'])
-    r = run_cli(*ONE, '--nbs', nbs, '--out', out, env=env)
+    r = run_cli('reproduce', '--profile', 'smoke', '--only', *damage, '--quiet', '--out', out)
     assert r.returncode == 0, r.stderr
-    xr.load_dataset(nc, engine='h5netcdf')
     m = read_json(out/'manifest.json')
-    assert len(m['runs']) == runs0 + 1
-    why = m['results']['clop.thm1']['recomputed_because']
-    assert why.startswith('results/clop.thm1.nc ') and ('missing' if damage == 'delete' else 'open') in why
+    assert len(m['runs']) == runs0 + 1 and sorted(m['runs'][-1]['ids']) == sorted(damage)
+    for i, word in damage.items():
+        xr.load_dataset(nc[i], engine='h5netcdf')
+        why = m['results'][i]['recomputed_because']
+        assert why.startswith(f'results/{i}.nc ') and word in why, (i, why)
 
 
 @pytest.mark.parametrize('damage', ['truncate', 'delete a table'])
-def test_list_and_report_notice_a_damaged_result(done1, tmp_path, damage):
+def test_list_and_report_notice_a_damaged_result(smoke_copy, damage):
     """`list` and `report` check "done" as `reproduce` does (issue 28): a result whose file is cut short or gone is
     listed as damaged, naming the file; `report` shows the row as damaged, says why, and exits 1."""
-    base, nbs, src, env, _ = done1
-    out = tmp_path/'out'; shutil.copytree(src, out)
+    out = smoke_copy
     if damage == 'truncate': os.truncate(out/'results'/'clop.thm1.nc', 3000); bad = 'results/clop.thm1.nc does not open'
     else: (out/'tables'/'clop.thm1.csv').unlink(); bad = 'tables/clop.thm1.csv missing'
-    r = run_main('list', '--out', out, '--nbs', nbs)
+    r = run_main('list', '--out', out)
     row = next(l for l in r.stdout.splitlines() if l.startswith('clop.thm1 '))
     assert r.returncode == 0 and f'damaged ({bad}' in row, (r.stderr, row)
-    r = run_main('report', '--out', out, '--nbs', nbs)
+    r = run_main('report', '--out', out)
     assert r.returncode == 1 and f'cosine-pitfalls: error: clop.thm1: damaged ({bad}' in r.stderr, r.stderr
     row = next(l for l in (out/'report.md').read_text().splitlines() if l.startswith('| `clop.thm1`'))
     assert '| damaged |' in row and bad in row, row
 
 
-def test_a_page_that_cannot_be_written_is_an_error(done1, tmp_path):
+def test_a_page_that_cannot_be_written_is_an_error(smoke_copy):
     """A full disk when a notebook's page is written (here: its place taken by a folder, so writing it fails):
     `reproduce` and `report` write the rest, say which page is missing, and exit 1 (issue 28: they exited 0)."""
-    base, nbs, src, env, _ = done1
-    out = tmp_path/'out'; shutil.copytree(src, out)
+    out = smoke_copy
     (out/PAGE).unlink(); (out/PAGE).mkdir(); os.utime(out/PAGE, (0, 0))   # older than its notebook
     for cmd in (ONE, ['report']):
-        r = run_main(*cmd, '--out', out, '--nbs', nbs)
+        r = run_main(*cmd, '--out', out)
         assert r.returncode == 1 and f'cosine-pitfalls: error: {PAGE} not written (' in r.stderr, r.stderr
         assert 'Traceback' not in r.stderr and (out/'report.md').exists()
 
@@ -258,15 +231,7 @@ def test_rng_state_with_more_or_fewer_saved_gpus_than_visible(monkeypatch):
         assert restored == expect, (visible, saved, restored)
 
 
-# 6. trust only the package's own notebooks
-def test_notebooks_of_another_folder_are_not_trusted(done1):
-    base, nbs, out, env, _ = done1
-    m = read_json(out/'manifest.json')
-    assert m['runs'][-1]['trusted'] is False
-    db = base/'jupyter'/'nbsignatures.db'
-    if db.exists():
-        import sqlite3
-        with sqlite3.connect(db) as c: assert c.execute('select count(*) from nbsignatures').fetchone()[0] == 0
+# 6. trust only the package's own notebooks: test_cli_runs.py::test_failing_notebook_is_recorded_and_batch_goes_on
 
 
 # 7. parameter values checked before any kernel, and a refused run touches nothing
@@ -285,14 +250,12 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize('k,args,msg', [(k, *b) for k, b in enumerate(BAD_VALUES)],
                          ids=[' '.join(a) for a, _ in BAD_VALUES])
-def test_bad_value_is_refused_before_any_kernel(done1, tmp_path, k, args, msg):
+def test_bad_value_is_refused_before_any_kernel(smoke_copy, k, args, msg):
     "The first through the console script; the others through its `main` here, where starting a kernel raises."
-    base, nbs, src, env, _ = done1
-    out = tmp_path/'out'; shutil.copytree(src, out)
+    out = smoke_copy
     before = tree(out)
     t0 = time.time()
-    r = (run_cli if k == 0 else run_main)('reproduce', '--profile', 'smoke', *args, '--nbs', nbs, '--out', out,
-                                          '--quiet', env=env)
+    r = (run_cli if k == 0 else run_main)('reproduce', '--profile', 'smoke', *args, '--out', out, '--quiet')
     assert r.returncode == 2 and msg in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and 'Traceback' not in r.stderr, r.stderr
     assert time.time() - t0 < 120, 'a kernel ran'   # (~5 s idle; a kernel also leaves runs/ files)

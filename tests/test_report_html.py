@@ -1,10 +1,12 @@
-"""What a reader opens: report.html and the rendered notebooks after a smoke reproduction of sections 2 and 3.
+"""What a reader opens: report.html and the rendered notebooks of the shared smoke reproduction of every section
+(`conftest.smoke`).
 
 The images and local links of report.html are checked twice: always on the parsed HTML (`report_problems`), and in
 headless Chromium driven by chromedriver where both are installed (Debian: `apt-get install chromium chromium-driver`);
-without them the browser test is skipped and says so (`pytest -rs`).
+without them the browser test is skipped and says so (`pytest -rs`), unless $COSINE_PITFALLS_REQUIRE_BROWSER is set
+(CI sets it, after installing both): then their absence fails it.
 """
-import json, re, shutil, urllib.parse
+import json, os, re, shutil, urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,33 +16,23 @@ from nbformat.sign import NotebookNotary
 
 from conftest import read_json, run_cli
 
-from cosine_pitfalls.repro.paper import PAPER, notebook_of, section_ids
+from cosine_pitfalls.repro.paper import NOTEBOOKS, PAPER, notebook_of, section_ids
 from cosine_pitfalls.repro.report import report_problems
 
-SECTIONS = (2, 3)
 WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json'
-IDS = [i for s in SECTIONS for i in section_ids(s)]
+IDS = list(PAPER)
 CHROMIUM_FLAGS = ('--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
                   '--disable-background-networking', '--disable-component-update', '--disable-sync',
                   '--disable-dev-shm-usage', '--window-size=1400,1000')
-
-
-@pytest.fixture(scope='module')
-def smoke23(tmp_path_factory):
-    "One smoke run of sections 2 and 3 through the installed CLI."
-    out = tmp_path_factory.mktemp('smoke23')
-    r = run_cli('reproduce', '--profile', 'smoke', '--section', *map(str, SECTIONS), '--out', out, '--quiet')
-    assert r.returncode == 0, r.stderr
-    return out
 
 
 def _figures(out):
     return [i for i in IDS if (out/'figures'/f'{i}.png').exists()]
 
 
-def test_report_html_parsed(smoke23):
+def test_report_html_parsed(smoke):
     "Every image of report.html decodes, every local link finds its file and anchor (html.parser, no browser)."
-    out = smoke23
+    out, _ = smoke
     print('checked on the parsed HTML (html.parser)')
     assert report_problems(out/'report.html') == []
     rep = (out/'report.html').read_text()
@@ -51,18 +43,19 @@ def test_report_html_parsed(smoke23):
         assert f'id="{i}"' in (out/page).read_text(), i
 
 
-def test_executed_notebooks_read_well(smoke23):
+def test_executed_notebooks_read_well(smoke):
     "Title first, no TqdmWarning, bars saved as widgets (text: their last line), trusted; one line each on the page."
-    out, bars = smoke23, 0
-    for s in SECTIONS:
-        stem = notebook_of(section_ids(s)[0]).stem
+    (out, _), bars = smoke, 0
+    for f in NOTEBOOKS:
+        stem = Path(f).stem
         nb = json.loads((out/'runs'/f'{stem}.smoke.ipynb').read_text())
         first = nb['cells'][0]
         assert first['cell_type'] == 'markdown' and ''.join(first['source']).startswith('# '), stem
         text = json.dumps(nb)
         assert 'TqdmWarning' not in text and 'IProgress not found' not in text, stem
-        assert 'widgets' in nb['metadata'], stem                                # the bars' state, for JupyterLab
         views = [o['data'] for c in nb['cells'] for o in c.get('outputs', []) if WIDGET_VIEW in o.get('data', {})]
+        if f != '01_gradients.ipynb':                                        # 01 draws no progress bar
+            assert 'widgets' in nb['metadata'], stem                        # the bars' state, for JupyterLab
         assert not [v for v in views if re.match(r'\D*\b0%\|', ''.join(v['text/plain']))], stem  # not the first line
         assert NotebookNotary().check_signature(nbformat.read(out/'runs'/f'{stem}.smoke.ipynb', as_version=4))
         page = (out/'notebooks'/f'{stem}.smoke.html').read_text()
@@ -91,6 +84,9 @@ class _Details(HTMLParser):
         p = cls(); p.feed(page); return [dict(d, **{'class': d.pop('cls')}) for d in p.found]
 
 
+REQUIRE_BROWSER = 'COSINE_PITFALLS_REQUIRE_BROWSER'   # set (CI does): no Chromium is a failure, not a skip
+
+
 def _browser():
     "(chromium, chromedriver) paths, or None with the reason."
     chromium = next((shutil.which(b) for b in ('chromium', 'chromium-browser', 'google-chrome') if shutil.which(b)), None)
@@ -104,18 +100,34 @@ def _browser():
     return (chromium, str(driver)), ''
 
 
-def test_report_html_in_chromium(smoke23, tmp_path):
-    "Headless Chromium: every <img> of report.html loads (naturalWidth > 0), every local link lands on its anchor."
+# an offline machine cannot fetch the one script the pages take from a CDN (MathJax, loaded async: the equations
+# stay in TeX); its failed load is the only console error allowed, and only as a failed load of that address
+OFFLINE_OK = re.compile(r'^https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/\S+ - Failed to load resource: '
+                        r'net::ERR_\w+$')
+
+
+def _console_errors(drv) -> list[str]:
+    "The browser console's errors since the last call, less the offline MathJax load."
+    return [e['message'] for e in drv.get_log('browser') if e['level'] == 'SEVERE' and not OFFLINE_OK.match(e['message'])]
+
+
+def test_report_html_in_chromium(smoke, tmp_path):
+    """Headless Chromium opens report.html and every rendered section page it links: every <img> loads (naturalWidth
+    > 0), every local link finds its file, every ID's link lands on the heading that names the ID, and the console
+    shows no error (the offline MathJax load aside)."""
     found, why = _browser()
-    if not found: pytest.skip(why)
+    if not found:
+        if os.environ.get(REQUIRE_BROWSER): pytest.fail(f'${REQUIRE_BROWSER} is set but {why}')
+        pytest.skip(why)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     chromium, driver = found
-    out = smoke23
+    out, _ = smoke
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
     for a in (*CHROMIUM_FLAGS, f'--user-data-dir={tmp_path/"profile"}'): opts.add_argument(a)
     opts.page_load_strategy = 'eager'              # the rendered notebooks ask a CDN for MathJax; no network here
+    opts.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
     drv = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
     try:
         drv.set_page_load_timeout(60)
@@ -126,8 +138,9 @@ def test_report_html_in_chromium(smoke23, tmp_path):
                                     ".map(i => i.alt);")
         n_img = drv.execute_script('return document.images.length;')
         links = drv.execute_script('return [...document.links].map(a => a.href);')
-        drv.save_screenshot(str(out/'report.png'))
+        drv.save_screenshot(str(tmp_path/'report.png'))
         assert broken == [] and n_img == len(_figures(out)) > 0, broken
+        errors = {'report.html': _console_errors(drv)}
         local = [urllib.parse.urlsplit(h) for h in links if h.startswith('file:')]
         pages = {}
         for u in local:
@@ -143,13 +156,18 @@ def test_report_html_in_chromium(smoke23, tmp_path):
                 landed[(Path(p).name, f)] = drv.execute_script(
                     "const id = arguments[0]; location.hash = encodeURIComponent(id);"
                     "const el = document.getElementById(id); if (!el) return 'no anchor';"
-                    "const top = el.getBoundingClientRect().top;"
+                    "const h = el.closest('h1, h2, h3, h4, h5, h6');"
+                    "if (!h || !h.textContent.includes(id)) return 'not on a heading naming it';"
+                    "const top = h.getBoundingClientRect().top;"
                     "const bottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 2;"
-                    "return (Math.abs(top) < 2 || bottom) ? 'landed' : 'anchor at ' + top;", f)
+                    "return (Math.abs(top) < 2 || bottom) ? 'landed' : 'heading at ' + top;", f)
+            errors[Path(p).name] = _console_errors(drv)
         assert set(landed.values()) == {'landed'}, {k: v for k, v in landed.items() if v != 'landed'}
         assert {f for _, f in landed} >= set(IDS)
-        print(f'checked in headless Chromium ({chromium}): {n_img} images loaded, {len(landed)} anchors landed; '
-              f'screenshot {out/"report.png"}')
+        assert len(errors) == 1 + len(NOTEBOOKS), sorted(errors)          # the report and each section's page
+        assert not any(errors.values()), {k: v for k, v in errors.items() if v}
+        print(f'checked in headless Chromium ({chromium}): {n_img} images loaded, {len(landed)} anchors landed on '
+              f'their headings, {len(errors)} pages without a console error; screenshot {tmp_path/"report.png"}')
     finally:
         drv.quit()
 

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/repro/92_execute.ipynb #8562b047
 from __future__ import annotations
-import argparse, base64, contextlib, copy, datetime, fcntl, hashlib, html, importlib, json, math, os, platform
+import argparse, base64, contextlib, copy, datetime, fcntl, functools, hashlib, html, importlib, json, math, os, platform
 import re, signal, sys, tempfile, time, urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,10 +20,10 @@ from .report import *
 from .report import _summary
 
 # %% auto #0
-__all__ = ['RUNNER_FILES', 'LOCK', 'KERNEL_ARGS', 'environment', 'code_hash', 'job_hash', 'registered', 'is_done', 'damaged',
-           'sweep_tmp', 'lock_out', 'check_out', 'kept_as', 'run_record', 'run_job', 'own_notebooks', 'reproduce',
-           'holes', 'cores_of', 'usable_cores', 'side_by_side', 'cpu_model', 'kernel_args', 'onednn_isa',
-           'compute_environment', 'kernel_start']
+__all__ = ['RUNNER_FILES', 'LOCK', 'KERNEL_ARGS', 'ENGINE', 'environment', 'code_hash', 'job_hash', 'registered', 'is_done',
+           'damaged', 'sweep_tmp', 'lock_out', 'check_out', 'papermill_engine', 'kept_as', 'run_record', 'run_job',
+           'own_notebooks', 'reproduce', 'holes', 'cores_of', 'usable_cores', 'side_by_side', 'cpu_model',
+           'kernel_args', 'onednn_isa', 'compute_environment', 'kernel_start']
 
 # %% ../../nbs/repro/92_execute.ipynb #17c69476
 def environment() -> dict:
@@ -106,8 +106,11 @@ def lock_out(out: Path,      # the output folder
         finally: f.seek(0); f.truncate(); f.flush()
     finally: f.close()                                      # closing releases the lock
 
-# keeps ipykernel's per-start warnings (TCP transport) out of our output
-KERNEL_ARGS = ['--IPKernelApp.log_level=ERROR']
+# keeps ipykernel's own log out of our output: its warnings at every start (TCP transport), and the errors of its
+# machinery when a run is interrupted and the kernel shut down mid-cell ('KeyboardInterrupt caught in kernel', or a
+# reply sent on a socket the shutdown closed: 'ZMQError: Socket operation on non-socket' with its traceback). Whether
+# a notebook ran is papermill's to say: a failing cell or a dead kernel is raised, recorded and reported by us.
+KERNEL_ARGS = ['--IPKernelApp.log_level=CRITICAL']
 
 def check_out(out: str | Path,   # the output folder the user gave
               create: bool,      # create it (reproduce) or require it to exist (report)
@@ -128,6 +131,39 @@ def check_out(out: str | Path,   # the output folder the user gave
     except OSError as e:
         raise ValueError(f"out: cannot write into the folder {str(out)!r}: {e.strerror}") from None
     return out
+
+# %% ../../nbs/repro/92_execute.ipynb #ca2f7a42
+ENGINE = 'cosine_pitfalls'   # papermill's name of our engine
+
+@functools.cache
+def papermill_engine() -> str:
+    "Register our papermill engine (once) and return its name: nbclient's, writing less often (see above)."
+    from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
+    class Manager(NotebookExecutionManager):
+        "Writes the notebook when it starts and ends; between, at most every `autosave_cell_every` seconds."
+        forced = False
+        def save(self, **kwargs):                 # papermill calls it at every cell's start and end
+            if self.forced or (self.now() - self.last_save_time).total_seconds() >= self.autosave_cell_every:
+                super().save(**kwargs)
+        def notebook_start(self, **kwargs): self._forced(super().notebook_start, **kwargs)
+        def notebook_complete(self, **kwargs): self._forced(super().notebook_complete, **kwargs)
+        def _forced(self, f, **kwargs):
+            self.forced = True
+            try: f(**kwargs)
+            finally: self.forced = False
+    class Engine(NBClientEngine):
+        @classmethod
+        def execute_notebook(cls, nb, kernel_name, output_path=None, progress_bar=True, log_output=False,
+                             autosave_cell_every=30, **kwargs):    # papermill's `Engine.execute_notebook`, our Manager
+            nb_man = Manager(nb, output_path=output_path, progress_bar=progress_bar, log_output=log_output,
+                             autosave_cell_every=autosave_cell_every)
+            nb_man.notebook_start()
+            try: cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
+            finally:
+                nb_man.cleanup_pbar(); nb_man.notebook_complete()
+            return nb_man.nb
+    papermill_engines.register(ENGINE, Engine)
+    return ENGINE
 
 # %% ../../nbs/repro/92_execute.ipynb #57d436ca
 def kept_as(final: Path,   # runs/<notebook>.<profile>.ipynb
@@ -160,11 +196,9 @@ def run_job(job: dict, out: Path, progress: bool = False,
     before = {k: os.environ.get(k) for k in given}
     os.environ.update(given)
     try:
-        # the running copy is written when the notebook starts and ends (an interruption included), and every 30 s
-        # between (papermill's autosave): not at each cell's start and end, which wrote the whole notebook twice a
-        # cell (01 at smoke: 18.0 s with them, 11.1 s without)
         pm.execute_notebook(str(nb), str(tmp), parameters=params, cwd=str(nb.parent), kernel_name='python3',
-                            progress_bar=progress, log_output=False, request_save_on_cell_execute=False,
+                            engine_name=papermill_engine(),
+                            progress_bar=progress, log_output=False, request_save_on_cell_execute=True,
                             extra_arguments=kernel_args(job['params']['profile']))
         rec.update(status='ok', error=None)
     except pm.PapermillExecutionError as e:    # a Ctrl-C that reached the kernel first is an interruption too
