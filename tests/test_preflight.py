@@ -1,5 +1,11 @@
 """`reproduce --preflight` at a tiny size: the gpu and paper profiles' runs planned, checked and stepped on the CPU;
-a bug re-introduced is a non-zero exit that names the run (issue 20)."""
+a bug re-introduced is a non-zero exit that names the run (issue 20).
+
+Stepping is what costs (the CUDA path on the CPU runs bf16 autocast, which a CPU pinned to AVX2 emulates), so one
+test steps each kind of path: the CPU's fp32 path (smoke, section 4: the CLI's wiring, a failing step, nothing kept
+alive) and the CUDA path (gpu, section 4: every path, one step each). Where a test checks planning (the paper
+profile's ImageNet and Tiny-ImageNet runs, the re-introduced bugs, found before any step), it plans and checks every
+run's config and data without stepping (`steps=0`)."""
 import pytest
 
 from conftest import run_cli
@@ -19,7 +25,7 @@ def test_cli_preflight_of_section_4_smoke(cli):
 
 
 def test_gpu_profile_of_section_4_steps_every_path():
-    rep = pf.preflight('gpu', sections=[4], **TINY)
+    rep = pf.preflight('gpu', sections=[4], steps=1, **TINY)
     assert rep.failures == [], rep.failures
     assert rep.runs == rep.distinct > len(rep.paths) >= 6 and all(p.step_s and p.step_s > 0 for p in rep.paths)
     assert rep.seconds['04_directclr'] > 0 and rep.largest[1]['total'] > rep.largest[1]['model'] > 0
@@ -28,9 +34,9 @@ def test_gpu_profile_of_section_4_steps_every_path():
 
 
 def test_paper_profile_plans_imagenet_and_tiny_imagenet_runs():
-    "05b paper: Table 4 (ImageNet, placeholder root) plans and steps (bug 2), CLOP on the TIN role fits (bug 3)."
-    rep = pf.preflight('paper', only=['margins.table4', 'clop.table1'], **TINY)
-    assert rep.failures == [], rep.failures
+    "05b paper: Table 4 (ImageNet, placeholder root) plans (bug 2), CLOP on the TIN role fits (bug 3): checked, unstepped."
+    rep = pf.preflight('paper', only=['margins.table4', 'clop.table1'], steps=0, **TINY)
+    assert rep.failures == [] and rep.planned_only, rep.failures
     names = [r[0] for p in rep.paths for r in p.runs]
     assert any('m_in1k' in n for n in names) and any('imagefolder' in n and 'c_lambda' in n for n in names)
     assert any('data_path_in1k' in n for n in rep.notes)
@@ -40,7 +46,7 @@ def test_reintroduced_bug_2_fails_naming_the_notebook(monkeypatch, capsys):
     "imagenet_runs putting 'method' back into the overrides: the plan fails, the exit is 1, the notebook is named."
     orig = pm.imagenet_runs
     monkeypatch.setattr(pm, 'imagenet_runs', lambda path: {k: {**v, 'method': k[0]} for k, v in orig(path).items()})
-    code = pf.cli('paper', only=['margins.table4'], **{k: v for k, v in TINY.items() if k != 'log'})
+    code = pf.cli('paper', only=['margins.table4'], steps=0, **{k: v for k, v in TINY.items() if k != 'log'})
     out = capsys.readouterr().out
     assert code == 1 and "FAILED 05b_prototypes_margins (planning): TypeError" in out and "'method'" in out, out
 
@@ -67,7 +73,7 @@ def test_step_failure_is_named(monkeypatch):
         if self.cfg.method == 'directclr': raise RuntimeError('boom in directclr')
         return orig(self, views, y)
     monkeypatch.setattr(methods.SSLMethod, 'forward', broken)
-    rep = pf.preflight('smoke', sections=[4], **TINY)
+    rep = pf.preflight('smoke', sections=[4], steps=1, **TINY)
     assert rep.failures and all('directclr' in w and 'boom in directclr' in m for w, m in rep.failures), rep.failures
 
 
@@ -86,9 +92,9 @@ def test_preflight_keeps_nothing_of_a_path_alive(monkeypatch):
     def tracked(*a, **k):
         m = orig(*a, **k); built.append(weakref.ref(next(m.parameters()))); return m
     monkeypatch.setattr(tr, 'build_model', tracked); monkeypatch.setattr(pf, 'build_model', tracked)
-    pf.preflight('smoke', sections=[4], **TINY)                    # warm-up: torch's own lazy state, once
+    pf.preflight('smoke', sections=[4], steps=1, **TINY)           # warm-up: torch's own lazy state, once
     before = _live_tensors(); built.clear()
-    rep = pf.preflight('smoke', sections=[4], **TINY)                # every model of this pass must be freed
+    rep = pf.preflight('smoke', sections=[4], steps=1, **TINY)       # every model of this pass must be freed
     assert rep.failures == [] and len(rep.paths) >= 6, rep.failures
     gc.collect()
     alive = [r() for r in built if r() is not None]

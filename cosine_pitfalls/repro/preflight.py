@@ -134,20 +134,31 @@ def _saved_bytes(model, views, y) -> int:
     # Issue 20: the graph's nodes keep the hooks, so a tensor reachable from `pack` (returned to the graph, or
     # kept in `seen`) closes a cycle node -> hook -> tensor -> node through C++, which gc cannot see: every
     # path's model, gradients and graph stayed alive (0.2-0.3 GB a path). The graph gets None; `seen` keeps the
-    # tensors for the forward only (their addresses not reused) and is emptied before returning.
-    seen = {}      # storage address -> (bytes, tensor)
+    # tensors for the forward only (their storages not reused) and is emptied before returning. A storage is known
+    # by its C++ object (`_cdata`), which fake tensors have too (they have no data pointer).
+    seen = {}      # storage -> (bytes, tensor)
     def pack(t):
-        try: seen[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), t)
-        except Exception: pass                                   # a tensor without storage (meta, sparse)
+        try: st = t.untyped_storage(); seen[st._cdata] = (st.nbytes(), t)
+        except Exception: pass                                   # a tensor without storage (sparse)
     def unpack(_): raise RuntimeError('_saved_bytes measures a forward; its graph has no backward')
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack): model(views, y)
         return sum(b for b, _ in seen.values())
     finally: seen.clear()
 
+def _fake_saved_bytes(model, views, y) -> int | None:
+    """`_saved_bytes` of a forward on fake tensors (shapes and dtypes, no arithmetic; the model's weights read as
+    they are), or None where an op of the model needs the data (a mask's size, a queue written in place)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode   # torch.compile's own: shapes only
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            return _saved_bytes(model, [mode.from_tensor(v) for v in views], mode.from_tensor(y))
+    except Exception: return None
+
 def activation_bytes(cfg: TrainConfig, info: DataInfo, small: ImageData,
                      bf16: bool = False,      # under bf16 autocast (on the CPU), as a run with autocast saves them
                      sides: tuple = (16, 32), # the two image sides measured
+                     fake: bool | None = None,  # forwards on fake tensors where the model allows (None: under bf16)
                     ) -> tuple[float, float]: # (a, c): one image saves a + c·side² bytes
     "Saved-for-backward bytes of one image in a training step, from batches of 2 and 4 images at two sides."
     model = build_model(cfg, info.classes, info.n_train, info.channels).train()
@@ -155,7 +166,9 @@ def activation_bytes(cfg: TrainConfig, info: DataInfo, small: ImageData,
         x, y, got = resize_images(small.train_x[:4], side), small.train_y[:4], []
         for b in (2, 4):
             views = make_views(x[:b], cfg.preset(), torch.Generator().manual_seed(0), small.mean, small.std)
-            with torch.autocast('cpu', torch.bfloat16, enabled=bf16): got.append(_saved_bytes(model, views, y[:b]))
+            with torch.autocast('cpu', torch.bfloat16, enabled=bf16):
+                n = _fake_saved_bytes(model, views, y[:b]) if (bf16 if fake is None else fake) else None
+                got.append(_saved_bytes(model, views, y[:b]) if n is None else n)
         return (got[1] - got[0]) / 2
     (s1, s2), (p1, p2) = sides, (per_image(s) for s in sides)
     c = max(0.0, (p2 - p1) / (s2 ** 2 - s1 ** 2))
