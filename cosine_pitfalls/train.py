@@ -28,8 +28,8 @@ from .models import BACKBONES, CUT_MODES, cut_init_, make_backbone
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATURES', 'COMPILE_MODES', 'NOT_IDENTITY',
            'ENGINE_MODULES', 'MAX_EPOCHS', 'MAX_SEED', 'TRAIN_SIZES', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG',
-           'OUTCOME', 'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS', 'make_optimizer',
-           'peak_lr', 'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
+           'OUTCOME', 'NO_ROOT', 'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS',
+           'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
            'read_checkpoint', 'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed',
            'build_model', 'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads', 'train',
            'DeviceChoices', 'device_choices', 'compile_step', 'embedding_width', 'check_data', 'run_environment',
@@ -906,17 +906,26 @@ def train_parser() -> argparse.ArgumentParser:
         p.add_argument(*names, dest=f.name, default=None, help=f'default: {f.default!r}', **_field_type(f))
     return p
 
+NO_ROOT = {'digits': 'they come with scikit-learn', 'imagefolder': 'its images are read from --data-path'}
+
 def config_from_args(argv: list | None = None) -> TrainConfig:
     "Parse the flags into a validated TrainConfig (ValueError naming the field on a bad value)."
     args = {k: v for k, v in vars(train_parser().parse_args(argv)).items() if v is not None}
     if 'vicreg_weights' in args: args['vicreg_weights'] = tuple(args['vicreg_weights'])
-    return TrainConfig(**args)
+    cfg = TrainConfig(**args)
+    if 'data_root' in args and cfg.dataset in NO_ROOT:       # a folder given and never read: say so
+        raise ValueError(f"data_root: {cfg.dataset} reads no folder ({NO_ROOT[cfg.dataset]}); got "
+                         f"{args['data_root']!r}: leave --data-root out")
+    return cfg
 
 def main(argv: list | None = None) -> int:
     "Entry point of `cosine-pitfalls train` and `python -m cosine_pitfalls.train` (also under torchrun)."
     try: cfg = config_from_args(argv)
     except ValueError as e:
         print(f'cosine-pitfalls train: error: {e}', file=sys.stderr); return 2
+    if cfg.out_dir and not cfg.checkpoint_every:
+        print(f'cosine-pitfalls train: note: --checkpoint-every 0 writes no checkpoint to {cfg.out_dir}: an '
+              'interrupted run starts again from its first epoch', file=sys.stderr)
     try: ds = train(cfg)
     except (ValueError, FileNotFoundError) as e:
         print(f'cosine-pitfalls train: error: {e}', file=sys.stderr); return 2

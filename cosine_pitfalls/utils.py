@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['check_choice', 'check_positive', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_write_text',
-           'pid_alive', 'stale_tmp', 'params_hash']
+__all__ = ['check_choice', 'check_positive', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_paths',
+           'atomic_write_text', 'pid_alive', 'stale_tmp', 'params_hash']
 
 # %% ../nbs/library/09_utils.ipynb #b1dc94f2
 def check_choice(name: str,      # parameter name, as the user wrote it
@@ -87,6 +87,27 @@ def atomic_path(path: str | Path,  # final destination
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+@contextlib.contextmanager
+def atomic_paths(paths: list,   # final destinations, moved into place in this order (a completion marker last)
+                ):
+    """Yield a temporary path beside each of `paths`; once every one is written, rename them all into place, in
+    order; on a failure before that (a full disk), delete them all: no destination is touched."""
+    with contextlib.ExitStack() as stack:
+        tmps = [stack.enter_context(_deferred(Path(p))) for p in paths]
+        yield [t for t, _ in tmps]
+        for _, commit in tmps: commit()
+
+@contextlib.contextmanager
+def _deferred(path: Path):
+    "`atomic_path`'s temporary, renamed by the `commit` it yields with, deleted on leaving unless renamed."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.stem}.{os.getpid()}.', suffix=f'.tmp{path.suffix}', dir=path.parent)
+    os.close(fd); tmp = Path(tmp)
+    def commit():
+        os.chmod(tmp, 0o666 & ~current_umask()); os.replace(tmp, path)
+    try: yield tmp, commit
+    finally: tmp.unlink(missing_ok=True)                # renamed: no longer there
 
 def atomic_write_text(path: str | Path,  # destination
                       text: str,         # full contents

@@ -245,6 +245,15 @@ BAD_VALUES = [
     (['--only', 'clop.thm1', '-p', 'n_trials=0'], 'n_trials must be'),
     (['--only', 'clop.thm1', '-p', 'seed=-1'], 'parameter seed must be >= 0'),
     (['--only', 'clop.thm1', '-p', 'seed=99999999999999999999999'], 'parameter seed must be an integer of at most'),
+    # sections 2 and 3 checked their values inside the kernel (issue 34.6): now before it, as section 1
+    (['--section', '3', '-p', 'lr=1e30'], 'lr must be a number in (0, 1]; got 1e+30 (03_clop_synthetic.ipynb)'),
+    (['--section', '2', '-p', 'n_pairs=1000000000000'], 'n_pairs must be an integer in 1 .. 10000000'),
+    (['--section', '2', '-p', 'rho_max=-5.0'], 'rho_max must be a number in (1, 1000]; got -5.0'),
+    (['--section', '2', '-p', 'n_pairs=10000000', '-p', 'pit_seeds=1000'], "pitfalls.fig2's 4 x 4 x 1000 x 10000000 pairs would take"),
+    (['--section', '3', '-p', 'lambdas=abc'], "lambdas must be comma-separated numbers; got 'abc'"),
+    (['--section', '3', '-p', 'temperature=0'], 'temperature must be a number in (0, 100]; got 0.0'),
+    (['--section', '3', '-p', 'n_seeds=0'], 'n_seeds must be an integer in 1 .. 1000; got 0'),
+    (['--section', '3', '-p', 'label_frac=5.0'], 'label_frac must be a number in (0, 1]; got 5.0'),
 ]
 
 
@@ -305,6 +314,21 @@ def test_small_refusals(tmp_path, args, msg):
     r = (run_cli if args[0] == 'train' else run_main)(*args, cwd=tmp_path)
     assert r.returncode == 2 and msg in r.stderr and os.listdir(tmp_path) == [], r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2, r.stderr             # at most a short usage, then the error
+
+
+def test_train_says_what_it_does_not_use(tmp_path):
+    """Issue 34.6: `--checkpoint-every 0` with `--out` says that no checkpoint is written (a run it trains, then none
+    on disk); `--data-root` for a dataset that reads no folder is refused before anything runs."""
+    out = tmp_path/'run'
+    r = run_cli('train', '--method', 'simclr', '--epochs', '1', '--steps-per-epoch', '2', '--checkpoint-every', '0',
+                *SMALL, '--out', out)
+    assert r.returncode == 0, r.stderr
+    assert f'note: --checkpoint-every 0 writes no checkpoint to {out}' in r.stderr, r.stderr
+    assert (out/'run.nc').exists() and not (out/'checkpoint.pt').exists()
+    r = run_main('train', '--method', 'simclr', '--dataset', 'digits', '--data-root', '/nonexistent', *SMALL[2:],
+                 '--out', tmp_path/'other')
+    assert r.returncode == 2 and "data_root: digits reads no folder" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path/'other').exists()
 
 
 def test_duplicates_are_run_once():

@@ -6,7 +6,7 @@ headless Chromium driven by chromedriver where both are installed (Debian: `apt-
 without them the browser test is skipped and says so (`pytest -rs`), unless $COSINE_PITFALLS_REQUIRE_BROWSER is set
 (CI sets it, after installing both): then their absence fails it.
 """
-import json, os, re, shutil, urllib.parse
+import json, os, re, shutil, subprocess, sys, time, urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from nbformat.sign import NotebookNotary
 
-from conftest import read_json, run_cli
+from conftest import NBS, read_json, run_cli
 
 from cosine_pitfalls.repro.paper import NOTEBOOKS, PAPER, notebook_of, section_ids
 from cosine_pitfalls.repro.report import report_problems
@@ -170,6 +170,57 @@ def test_report_html_in_chromium(smoke, tmp_path):
               f'their headings, {len(errors)} pages without a console error; screenshot {tmp_path/"report.png"}')
     finally:
         drv.quit()
+
+
+def test_a_section_notebook_opens_unchanged_in_jupyterlab(tmp_path):
+    """JupyterLab, started from the venv as `make lab` starts it, opens a section notebook without marking it
+    modified and writes nothing to it: the notebooks store the kernelspec and language_info it writes (issue 34.6:
+    a reader's JupyterLab turned the tab modified and autosaved a diff)."""
+    import socket, urllib.request
+    found, why = _browser()
+    if not found:
+        if os.environ.get(REQUIRE_BROWSER): pytest.fail(f'${REQUIRE_BROWSER} is set but {why}')
+        pytest.skip(why)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    spec = json.loads((Path(sys.prefix)/'share'/'jupyter'/'kernels'/'python3'/'kernel.json').read_text())
+    assert spec['display_name'] == 'python3', 'the venv predates `make setup`\'s kernelspec (run `make setup`)'
+    folder = tmp_path/'nbs'; folder.mkdir()
+    nb = folder/'03_clop_synthetic.ipynb'; shutil.copy(NBS/'repro'/nb.name, nb); before = nb.read_bytes()
+    with socket.socket() as so: so.bind(('127.0.0.1', 0)); port = so.getsockname()[1]
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path/'runtime'), JUPYTER_CONFIG_DIR=str(tmp_path/'config'))
+    with open(tmp_path/'lab.log', 'w') as log:
+        lab = subprocess.Popen([sys.executable, '-m', 'jupyterlab', '--no-browser', f'--port={port}', '--allow-root',
+                                '--ServerApp.token=', '--ServerApp.password=', f'--ServerApp.root_dir={folder}',
+                                f'--LabApp.workspaces_dir={tmp_path/"workspaces"}',
+                                f'--LabApp.user_settings_dir={tmp_path/"settings"}'],
+                               stdout=log, stderr=subprocess.STDOUT, env=env)
+    opts = webdriver.ChromeOptions(); opts.binary_location = found[0]
+    for a in (*CHROMIUM_FLAGS, f'--user-data-dir={tmp_path/"profile"}'): opts.add_argument(a)
+    drv = None
+    try:
+        t0 = time.time()
+        while True:
+            try: urllib.request.urlopen(f'http://127.0.0.1:{port}/api/status', timeout=2); break
+            except OSError:
+                assert lab.poll() is None and time.time() - t0 < 60, (tmp_path/'lab.log').read_text()[-2000:]
+                time.sleep(0.3)
+        drv = webdriver.Chrome(service=Service(executable_path=found[1]), options=opts)
+        drv.get(f'http://127.0.0.1:{port}/lab/tree/{nb.name}')
+        status = lambda: drv.execute_script("const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+                                            "return e ? e.getAttribute('data-status') : null")
+        t0 = time.time()
+        while status() != 'idle' and time.time() - t0 < 90: time.sleep(0.5)
+        assert status() == 'idle', 'the kernel never came up'
+        time.sleep(3)                                            # the kernel's info has reached the document
+        tabs = drv.execute_script("return [...document.querySelectorAll('.lm-TabBar-tab')]"
+                                  ".filter(t => t.textContent.includes(arguments[0]))"
+                                  ".map(t => t.classList.contains('jp-mod-dirty'))", nb.name)
+        assert tabs == [False], f'the notebook opened as modified: {tabs}'
+    finally:
+        if drv is not None: drv.quit()
+        lab.terminate(); lab.wait(30)
+    assert nb.read_bytes() == before, 'JupyterLab wrote to the notebook'
 
 
 def test_fragile_verdicts_are_marked_and_counted(tmp_path):

@@ -37,9 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser('reproduce', help='execute the section notebooks and register their results',
                        allow_abbrev=False)
     r.add_argument('--profile', default='cpu', help=f"scale: {', '.join(PROFILES)} (default: cpu)")
-    r.add_argument('--only', nargs='+', default=None, metavar='ID', help='result IDs to reproduce')
-    r.add_argument('--section', nargs='+', type=int, default=None, metavar='N',
-                   help='section numbers to reproduce')
+    # repeated, --only and --section add up (`--only a --only b` is `--only a b`); argparse's default kept the last
+    r.add_argument('--only', nargs='+', action='extend', default=None, metavar='ID',
+                   help='result IDs to reproduce (repeatable: all those given)')
+    r.add_argument('--section', nargs='+', action='extend', type=int, default=None, metavar='N',
+                   help='section numbers to reproduce (repeatable: all those given)')
     r.add_argument('-p', '--param', action='append', default=None, metavar='NAME=VALUE',
                    help='override a notebook parameter')
     r.add_argument('--force', action='store_true',

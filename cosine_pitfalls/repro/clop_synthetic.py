@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from .verdicts import (Judgement, Comparison, Untested, Equivalence, judge_all, judge_claim,
                                             judge_within, paired_diff)
-from .results import SectionRun
+from .results import SectionRun, check_fits, check_range
 from ..utils import check_choice, check_positive, set_seed
 from ..evaluation import effective_rank, knn_accuracy, singular_values
 from ..losses import (CLOP_WEIGHTINGS, PROTOTYPES, SIMILARITIES, barlow_twins, clop_term,
@@ -29,12 +29,12 @@ from .paper import PAPER, effects_of, paper_effect
 __all__ = ['STREAMS', 'BASES', 'BASE_NAMES', 'SSL', 'METRICS', 'LAMBDA_BEST', 'LAMBDA_REF', 'STABLE_MARGIN', 'SIM_ORDER',
            'PROFILES', 'stream', 'make_lines', 'augment', 'nearest_line_accuracy', 'BatchedMLP', 'Variant',
            'bt_lambda_for', 'base_loss', 'torch_threads', 'clop_setup', 'train_variants', 'measure',
-           'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep_dataset', 'sweep', 'mean_std',
-           'base_table', 'plot_embeddings', 'plot_spectra', 'accuracy_resolution', 'metric_array', 'paired_part',
-           'paired_within', 'judge_pairs', 'judge_table5', 'part_effects', 'table5_table', 'sensitivity_text',
-           'effects_text', 'plot_table5', 'report_table5', 'judge_etf', 'plot_etf', 'report_etf', 'lambda_parts',
-           'lambda_sweep', 'judge_table1_synthetic', 'plot_lambda', 'report_table1_synthetic', 'judge_table2_synthetic',
-           'plot_similarities', 'report_table2_synthetic']
+           'prototype_alignment', 'input_knn_accuracy', 'parse_list', 'sweep_dataset', 'sweep', 'check_params',
+           'mean_std', 'base_table', 'plot_embeddings', 'plot_spectra', 'accuracy_resolution', 'metric_array',
+           'paired_part', 'paired_within', 'judge_pairs', 'judge_table5', 'part_effects', 'table5_table',
+           'sensitivity_text', 'effects_text', 'plot_table5', 'report_table5', 'judge_etf', 'plot_etf', 'report_etf',
+           'lambda_parts', 'lambda_sweep', 'judge_table1_synthetic', 'plot_lambda', 'report_table1_synthetic',
+           'judge_table2_synthetic', 'plot_similarities', 'report_table2_synthetic']
 
 # %% ../../nbs/repro/03_clop_synthetic.ipynb #c6cf34f4
 STREAMS = ('data', 'init', 'prototypes', 'train')
@@ -414,6 +414,32 @@ def sweep(variants: list[Variant],   # variants to train for every base
              'n_points': n_points, 'noise_var': noise_var, 'flip_p': flip_p, 'label_frac': label_frac,
              'knn_k': knn_k}
     return sweep_dataset(r, align, losses, emb, data, variants, bases, seeds, knn_k, attrs)
+
+# %% ../../nbs/repro/03_clop_synthetic.ipynb #de738a72
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    "Check section 3's parameter values: one ValueError naming the first bad one, before any training."
+    p = params
+    for name, lo, hi in (('n_seeds', 1, 1000), ('steps', 1, 10**6), ('hidden', 1, 4096), ('n_points', 3, 10**6),
+                         ('threads', 0, 1024), ('seed', 0, 2**63 - 1)):
+        check_range(name, p[name], lo, hi)
+    check_range('batch_size', p['batch_size'], 2, p['n_points'])
+    for name, lo, hi, lo_open in (('lr', 0.0, 1.0, True), ('temperature', 0.0, 100.0, True),
+                                  ('noise_var', 0.0, 10.0, False), ('flip_p', 0.0, 1.0, False),
+                                  ('label_frac', 0.0, 1.0, True), ('clop_weight', 0.0, 100.0, False),
+                                  ('vicreg_cov', 0.0, 1e4, False), ('bt_lambda_alt', 0.0, 1e4, False),
+                                  ('vicreg_cov_alt', 0.0, 1e4, False)):
+        check_range(name, p[name], lo, hi, lo_open)
+    n_lab = round(p['label_frac'] * p['n_points'])
+    check_range('knn_k', p['knn_k'], 1, max(1, n_lab))          # the kNN is fit on the labelled points
+    bt_lambda_for(p['bt_lambda'], 3)
+    bases, lams = parse_list('bases', p['bases'], BASES), parse_list('lambdas', p['lambdas'])
+    for lam in lams: check_range('lambdas', lam, 0.0, 100.0)
+    sims = parse_list('similarities', p['similarities'], SIMILARITIES)
+    models = len(bases) * (4 + 2 * len(lams) + len(sims)) * p['n_seeds']   # the variants of a full run, at most
+    h = p['hidden']
+    check_fits(f"the sweep's {models} models of width {h} (Adam's state, a batch of {p['batch_size']})",
+               models * ((h * h + 8 * h) * 16 + p['batch_size'] * h * 64 + p['n_points'] * h * 8))
 
 # %% ../../nbs/repro/03_clop_synthetic.ipynb #ed245500
 def mean_std(da: xr.DataArray, dim: str = 'seed', digits: int = 3) -> xr.DataArray:

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..utils import atomic_path, atomic_write_text, check_choice, current_umask, params_hash
+from ..utils import atomic_path, atomic_paths, atomic_write_text, check_choice, current_umask, params_hash
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
 from .verdicts import Judgement
 
 # %% auto #0
-__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'skip_iri_grammars', 'parse_numbers', 'git_sha',
-           'parameter_values', 'SectionRun', 'load_result', 'live_frontend']
+__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'skip_iri_grammars', 'parse_numbers', 'check_range',
+           'memory_bytes', 'check_fits', 'git_sha', 'parameter_values', 'SectionRun', 'load_result', 'live_frontend']
 
 # %% ../../nbs/repro/00b_results.ipynb #0785d49c
 def skip_iri_grammars() -> bool:
@@ -48,6 +48,35 @@ def parse_numbers(text: str,   # comma-separated values: '0.05,5e-4,0', '1/3,0.7
         raise ValueError(f"{name} must be comma-separated non-negative {what}; got {text!r}")
     if len(set(vals)) != len(vals): raise ValueError(f"{name} must not repeat a value; got {text!r}")
     return vals
+
+# %% ../../nbs/repro/00b_results.ipynb #7e173c11
+def check_range(name: str,            # the parameter's name, for the message
+                value,                # its value (int or float)
+                lo, hi,               # the allowed range, both ends included...
+                lo_open: bool = False, # ...but `lo` itself excluded
+               ) -> None:
+    "One ValueError naming `name` and the allowed range unless lo <= value <= hi (lo < value with `lo_open`)."
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+         (lo < value if lo_open else lo <= value) and value <= hi
+    if not ok:
+        what = (f'an integer in {lo} .. {hi}' if isinstance(lo, int) and isinstance(hi, int) and not lo_open else
+                f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]")
+        raise ValueError(f"{name} must be {what}; got {value!r}")
+
+def memory_bytes() -> int:
+    "This machine's physical memory (0 where the system does not say)."
+    try: return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (ValueError, OSError, AttributeError): return 0
+
+def check_fits(what: str,            # the tensors, in the parameters' words
+               n_bytes: float,       # what they take (an estimate; float: the product of big counts)
+               share: float = 0.5,   # of this machine's memory they may take
+              ) -> None:
+    "One ValueError unless `n_bytes` fits in `share` of this machine's memory (unknown memory: not checked)."
+    total = memory_bytes()
+    if total and n_bytes > share * total:
+        raise ValueError(f"{what} would take {n_bytes / 2**30:,.1f} GiB, over {share:.0%} of this machine's "
+                         f"{total / 2**30:,.1f} GiB: give smaller values")
 
 # %% ../../nbs/repro/00b_results.ipynb #6adceac0
 def git_sha(root: str | Path | None = None,  # a folder inside the checkout; default: the package's folder
@@ -178,15 +207,14 @@ class SectionRun:
                                        package_version=summary['version'])))
         for v in ds.variables.values(): v.attrs = _nc_attrs(v.attrs)
         if self.out is not None:
-            out = self.out
-            with atomic_path(out/'results'/f'{id}.nc') as tmp: ds.to_netcdf(tmp, engine='h5netcdf')
-            with atomic_path(out/'tables'/f'{id}.csv') as tmp: table.to_csv(tmp)
-            atomic_write_text(out/'tables'/f'{id}.md', f"# {id}\n\n{table.to_markdown()}\n")
-            if fig is not None:
-                with atomic_path(out/'figures'/f'{id}.png') as tmp:
-                    fig.savefig(tmp, dpi=110, bbox_inches='tight', format='png')
-            # last: marks the ID complete
-            atomic_write_text(out/'results'/f'{id}.json', json.dumps(summary, indent=1, default=str))
+            # every file written first, then all moved into place, the summary last (it marks the ID complete): a
+            # full disk midway leaves no file of this ID behind, and an earlier complete one as it was
+            with atomic_paths([self.out/f for f in files] + [self.out/'results'/f'{id}.json']) as tmp:
+                ds.to_netcdf(tmp[0], engine='h5netcdf')
+                table.to_csv(tmp[1])
+                tmp[2].write_text(f"# {id}\n\n{table.to_markdown()}\n", encoding='utf-8')
+                if fig is not None: fig.savefig(tmp[3], dpi=110, bbox_inches='tight', format='png')
+                tmp[-1].write_text(json.dumps(summary, indent=1, default=str), encoding='utf-8')
         self.saved[id] = summary
         return summary
 

@@ -19,26 +19,27 @@ from tqdm.auto import tqdm
 from .verdicts import Check, Judgement, Comparison, Equivalence, judge_all
 from ..utils import check_choice, check_positive, get_device
 from .paper import paper_effect
+from .results import check_fits, check_range
 from ..losses import info_nce
 from ..similarity_losses import (_info_sym, _ind_add, _vrns, similarity_stats,
                                                ind_add_derivatives)
 
 # %% auto #0
-__all__ = ['FIG2_RATIO', 'EXPONENT_MARGIN', 'FIG1_ANGLES', 'SLIGHTLY', 'LEE_FAMILIES', 'PARTITIONS', 'LEE_VARIANTS', 'SIGLIP_T',
-           'SIGLIP_B', 'THM55_SLOPE', 'THM55_VRNS', 'LEE_VRNS_WEIGHTS', 'DCLR_LOSSES', 'DCLR_INITS', 'AUG_K',
-           'FIG3_SLOPE', 'FIG3_GAP', 'FIG11_SLOPE', 'PROFILES', 'parse_list', 'prop1_gradient', 'cosine_step',
-           'positive_pairs', 'steps_to_align', 'predicted_steps', 'alignment_sweep', 'alignment_sweep_loop',
-           'fig2_measures', 'judge_pitfalls_fig2', 'report_pitfalls_fig2', 'align_one', 'cosine_trajectory',
-           'info_nce_norm_trajectory', 'judge_pitfalls_fig1', 'run_pitfalls_fig1', 'report_pitfalls_fig1',
-           'theorem1_bound', 'collapse_lr', 'sphere_points', 'class_loss', 'cosine_sum_step', 'cosine_sum_descent',
-           'packed_cosine_sum_descent', 'unpack_rows', 'trials_sv_ratio', 'max_stable_lr', 'judge_clop_fig3',
-           'run_clop_fig3', 'report_clop_fig3', 'collapse_one', 'rank_k_minus_one', 'judge_clop_fig4',
-           'report_clop_fig4', 'random_groups', 'free_embedding_sweep', 'judge_lee_thm51', 'run_lee_thm51',
-           'report_lee_thm51', 'judge_lee_thm55', 'lee_batch_sizes', 'run_lee_thm55', 'report_lee_thm55',
-           'dclr_info_nce', 'init_linear_weights', 'linear_net', 'linear_contrastive_sweep', 'run_dclr_toys',
-           'dclr_part', 'fig3_measures', 'judge_directclr_fig3', 'fig3_spectra', 'report_directclr_fig3',
-           'fig5_measures', 'judge_directclr_fig5', 'fig5_dataset', 'report_directclr_fig5', 'fig6_measures',
-           'judge_directclr_fig6', 'report_directclr_fig6', 'fig11_measures', 'judge_directclr_fig11',
+__all__ = ['PAIR_BYTES', 'FIG2_RATIO', 'EXPONENT_MARGIN', 'FIG1_ANGLES', 'SLIGHTLY', 'LEE_FAMILIES', 'PARTITIONS', 'LEE_VARIANTS',
+           'SIGLIP_T', 'SIGLIP_B', 'THM55_SLOPE', 'THM55_VRNS', 'LEE_VRNS_WEIGHTS', 'DCLR_LOSSES', 'DCLR_INITS',
+           'AUG_K', 'FIG3_SLOPE', 'FIG3_GAP', 'FIG11_SLOPE', 'PROFILES', 'parse_list', 'check_params', 'prop1_gradient',
+           'cosine_step', 'positive_pairs', 'steps_to_align', 'predicted_steps', 'alignment_sweep',
+           'alignment_sweep_loop', 'fig2_measures', 'judge_pitfalls_fig2', 'report_pitfalls_fig2', 'align_one',
+           'cosine_trajectory', 'info_nce_norm_trajectory', 'judge_pitfalls_fig1', 'run_pitfalls_fig1',
+           'report_pitfalls_fig1', 'theorem1_bound', 'collapse_lr', 'sphere_points', 'class_loss', 'cosine_sum_step',
+           'cosine_sum_descent', 'packed_cosine_sum_descent', 'unpack_rows', 'trials_sv_ratio', 'max_stable_lr',
+           'judge_clop_fig3', 'run_clop_fig3', 'report_clop_fig3', 'collapse_one', 'rank_k_minus_one',
+           'judge_clop_fig4', 'report_clop_fig4', 'random_groups', 'free_embedding_sweep', 'judge_lee_thm51',
+           'run_lee_thm51', 'report_lee_thm51', 'judge_lee_thm55', 'lee_batch_sizes', 'run_lee_thm55',
+           'report_lee_thm55', 'dclr_info_nce', 'init_linear_weights', 'linear_net', 'linear_contrastive_sweep',
+           'run_dclr_toys', 'dclr_part', 'fig3_measures', 'judge_directclr_fig3', 'fig3_spectra',
+           'report_directclr_fig3', 'fig5_measures', 'judge_directclr_fig5', 'fig5_dataset', 'report_directclr_fig5',
+           'fig6_measures', 'judge_directclr_fig6', 'report_directclr_fig6', 'fig11_measures', 'judge_directclr_fig11',
            'report_directclr_fig11']
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #5cac68bd
@@ -57,6 +58,43 @@ def _check_int(name: str, value, low: int = 1) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
     return int(value)
+
+def _check_ks(ks, dim: int) -> list[int]:
+    ks = [int(k) for k in ks]
+    if not ks: raise ValueError("ks must hold at least one k")
+    bad = [k for k in ks if k <= 2]
+    if bad: raise ValueError(f"every k must be > 2 (clop Theorem 1 needs m >= k > 2); got {bad}")
+    big = [k for k in ks if k > dim]
+    if big:
+        raise ValueError(
+            f"every k must be <= dim = {dim} (k class embeddings of full rank in R^m need m >= k); got {big}")
+    return ks
+
+# %% ../../nbs/repro/02_toy_simulations.ipynb #4e70575b
+PAIR_BYTES = 2048   # pitfalls.fig2's sweep keeps ~10 float64 vectors of R^20 per pair (measured: ~1,700 B)
+
+def check_params(params: dict,  # the notebook's parameters (the runner calls this before any kernel starts)
+                ) -> None:
+    "Check section 2's parameter values: one ValueError naming the first bad one, before any compute."
+    p = params
+    for name, lo, hi in (('n_rho', 2, 1000), ('n_phi', 2, 1000), ('n_pairs', 1, 10**7), ('pit_seeds', 1, 1000),
+                         ('clop_trials', 1, 1000), ('clop_grid', 2, 1000), ('clop_rounds', 1, 100),
+                         ('clop_steps', 1, 10**6), ('fig4_seeds', 1, 1000), ('lee_n', 4, 4096),
+                         ('lee_steps', 1, 10**6), ('lee_mb_steps', 1, 10**6), ('lee_seeds', 1, 1000),
+                         ('dclr_steps', 1, 10**6), ('dclr_seeds', 1, 1000), ('torch_threads', 0, 1024),
+                         ('seed', 0, 2**63 - 1)):
+        check_range(name, p[name], lo, hi)
+    check_range('rho_max', p['rho_max'], 1.0, 1000.0, lo_open=True)
+    if p['lee_n'] % 4:
+        raise ValueError(f"lee_n must be a multiple of 4 (lee.thm55 compares the batch sizes 2, 4, … that divide "
+                         f"it); got {p['lee_n']}")
+    ks = _check_ks(parse_list(p['clop_ks'], int, 'clop_ks'), 100)
+    check_fits(f"pitfalls.fig2's {p['n_rho']} x {p['n_phi']} x {p['pit_seeds']} x {p['n_pairs']} pairs",
+               float(p['n_rho']) * p['n_phi'] * p['pit_seeds'] * p['n_pairs'] * PAIR_BYTES)
+    check_fits(f"clop.fig3's search ({p['clop_grid']} rates x {p['clop_trials']} trials of k vectors in R^100)",
+               8.0 * p['clop_grid'] * p['clop_trials'] * sum(ks) * 100 * 8)
+    check_fits(f"lee's free embeddings ({p['lee_seeds']} seeds of {p['lee_n']} x {p['lee_n']})",
+               8.0 * p['lee_seeds'] * 36 * 2 * p['lee_n'] ** 2 * 4)
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #71046afd
 def prop1_gradient(zi: Tensor,  # points whose gradient we take, (*b, d)
@@ -411,16 +449,7 @@ def collapse_lr(k):  # number of class embeddings, k > 2
     if not bool(np.all(k > 2)): raise ValueError(f"k must be > 2; got {k.tolist()}")
     out = 2 * (k - 1) / (k - 2)
     return float(out) if out.ndim == 0 else out
-def _check_ks(ks, dim: int) -> list[int]:
-    ks = [int(k) for k in ks]
-    if not ks: raise ValueError("ks must hold at least one k")
-    bad = [k for k in ks if k <= 2]
-    if bad: raise ValueError(f"every k must be > 2 (clop Theorem 1 needs m >= k > 2); got {bad}")
-    big = [k for k in ks if k > dim]
-    if big:
-        raise ValueError(
-            f"every k must be <= dim = {dim} (k class embeddings of full rank in R^m need m >= k); got {big}")
-    return ks
+
 def sphere_points(shape: tuple,      # leading shape (*b, k): how many points
                   dim: int,          # m, the ambient dimension
                   generator: torch.Generator | None = None,
