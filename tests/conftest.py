@@ -1,5 +1,5 @@
 "Shared fixtures: the installed console script, the repository's notebooks, a helper to run the CLI."
-import json, os, subprocess, sys
+import getpass, json, os, subprocess, sys, tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,11 @@ if 'torch' in sys.modules:
     raise pytest.UsageError('torch was imported before tests/conftest.py could pin its kernels (a plugin?); '
                             'the tests that compare recorded bits would compute with the wrong instruction set')
 os.environ.update(kernel_env('cpu'))
+# inductor's cache (torch.compile on the CPU) does not tell kernels compiled for AVX-512 from AVX2 ones: a kernel an
+# unpinned process had cached, loaded by a pinned one, raised 'index out of bounds' or crashed the worker. The
+# pinned processes keep a cache of their own.
+os.environ['TORCHINDUCTOR_CACHE_DIR'] = os.path.join(tempfile.gettempdir(), f'torchinductor_{getpass.getuser()}_'
+                                                     + os.environ.get('ATEN_CPU_CAPABILITY', 'unpinned'))
 
 
 def isa_key(env: dict) -> str:
