@@ -9,14 +9,13 @@ PROFILE ?= cpu
 
 setup: $(STAMP)
 
-# The notebooks store the kernelspec and language_info JupyterLab writes when it opens them, so that opening one changes
-# nothing; nbdev_clean keeps language_info (settings.ini) but sets the kernelspec's display name to its name, so the
-# venv's python3 kernel is installed under that display name ('python3', not 'Python 3 (ipykernel)') for `make lab`
-$(STAMP): settings.ini setup.py Makefile
+# tools/kernelspec.py: the venv's python3 kernel shown as 'python3', the display name the notebooks store (so that
+# opening one in JupyterLab changes nothing)
+$(STAMP): settings.ini setup.py Makefile tools/kernelspec.py
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed, found " + sys.version.split()[0]'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name python3 >/dev/null
+	$(BIN)/python tools/kernelspec.py
 	touch $(STAMP)
 
 reproduce: setup

@@ -112,7 +112,7 @@ def smoke(tmp_path_factory):
     import fcntl
     given = os.environ.get(SMOKE_ENV)
     if given:
-        out = Path(given)
+        out = Path(given).resolve()
         log = out.with_name(out.name + '.log')
         assert (out/'manifest.json').exists() and log.exists(), f'${SMOKE_ENV}={given}: no smoke reproduction there'
         return _smoke_checked(out), log.read_text()

@@ -31,20 +31,24 @@ def _batch():
     return [torch.randn(16, 1, 8, 8, generator=g, dtype=torch.float64) for _ in range(2)]
 
 
-def _worker(rank: int, world: int, port: int, kw: dict, q) -> None:
+def _worker(rank: int, world: int, port: int, cases: dict, q) -> None:
+    "Every case in one process group (a pair of processes costs two interpreter starts): rank 0 sends each result."
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
     dist.init_process_group('gloo', rank=rank, world_size=world)
     try:
         torch.set_num_threads(1)
-        net = nn.parallel.DistributedDataParallel(_model(kw))
-        n = 16 // world
-        views = [v[rank * n:(rank + 1) * n] for v in _batch()]
-        out = net(views)
-        out.loss.backward()
-        loss = out.loss.detach().clone(); dist.all_reduce(loss); loss /= world
-        # plain lists, not tensors: a tensor in the queue is rebuilt through the child's fd-sharing listener,
-        # which is gone once the child exits (a race: FileNotFoundError in the parent's q.get)
-        if rank == 0: q.put((float(loss), {k: p.grad.tolist() for k, p in net.module.named_parameters() if p.grad is not None}))
+        for name, kw in cases.items():
+            net = nn.parallel.DistributedDataParallel(_model(kw))
+            n = 16 // world
+            views = [v[rank * n:(rank + 1) * n] for v in _batch()]
+            out = net(views)
+            out.loss.backward()
+            loss = out.loss.detach().clone(); dist.all_reduce(loss); loss /= world
+            # plain lists, not tensors: a tensor in the queue is rebuilt through the child's fd-sharing listener,
+            # which is gone once the child exits (a race: FileNotFoundError in the parent's q.get)
+            if rank == 0:
+                q.put((name, float(loss),
+                       {k: p.grad.tolist() for k, p in net.module.named_parameters() if p.grad is not None}))
     finally:
         dist.destroy_process_group()
 
@@ -54,17 +58,26 @@ def _free_port() -> int:
         s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 
+@pytest.fixture(scope='module')
+def two_processes():
+    "Loss and gradients of every case from two gloo processes, each holding half of the batch."
+    ctx = mp.get_context('spawn'); q = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_worker, args=(r, 2, port, CASES, q)) for r in range(2)]
+    for p in procs: p.start()
+    got = {}
+    for _ in CASES:
+        name, loss, grads = q.get(timeout=120); got[name] = (loss, grads)
+    for p in procs: p.join(timeout=60); assert p.exitcode == 0
+    return got
+
+
 @pytest.mark.parametrize('name', list(CASES))
-def test_two_processes_equal_one(name):
+def test_two_processes_equal_one(two_processes, name):
     kw = CASES[name]
     ref = _model(kw)
     ref_out = ref(_batch()); ref_out.loss.backward()
-    ctx = mp.get_context('spawn'); q = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, 2, port, kw, q)) for r in range(2)]
-    for p in procs: p.start()
-    loss, grads = q.get(timeout=120)
-    for p in procs: p.join(timeout=60); assert p.exitcode == 0
+    loss, grads = two_processes[name]
     ref_loss = float(ref_out.loss.detach())
     assert abs(loss - ref_loss) < 1e-9, (loss, ref_loss)
     for k, p in ref.named_parameters():

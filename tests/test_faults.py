@@ -41,11 +41,13 @@ def _wait(cond, timeout=300, p=None):
     return cond()
 
 
-# 1. an interrupted notebook never replaces a finished one
+# 1. an interrupted notebook never replaces a finished one, and leaves nothing partial
 @pytest.mark.parametrize('how', ['SIGINT to the group', 'SIGTERM'])
 def test_interrupt_keeps_the_finished_notebook_and_page(smoke_copy, how):
+    "(It holds the assertions of test_cli_runs.py's former test_interrupted_run_leaves_no_partial_file too.)"
     out = smoke_copy                                       # the shared smoke reproduction (`conftest.smoke`), copied
     keep = {p: (out/p).read_bytes() for p in (FINAL, PAGE)}
+    report = (out/'report.md').read_bytes()
     runs0 = len(read_json(out/'manifest.json')['runs'])
     p = subprocess.Popen([str(CLI), *ONE, '--force', '--out', str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -58,8 +60,16 @@ def test_interrupt_keeps_the_finished_notebook_and_page(smoke_copy, how):
         _, err = p.communicate(timeout=120)
     finally:                                                                   # a failed test leaves no run behind
         if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
-    assert p.returncode == 130, err
+    assert p.returncode == 130 and 'interrupted' in err, err
     for f, b in keep.items(): assert (out/f).read_bytes() == b, f'{f} changed'
+    # nothing partial: no temporary left, every file of the runner whole, the report as it was
+    import xarray as xr
+    from PIL import Image
+    assert [f for f in out.rglob('*') if '.tmp' in f.name or '.running' in f.name] == []
+    for f in [*(out/'results').glob('*.json'), out/'manifest.json']: json.loads(f.read_text())
+    for f in (out/'results').glob('*.nc'): xr.load_dataset(f, engine='h5netcdf')
+    for f in (out/'figures').glob('*.png'): Image.open(f).verify()
+    assert (out/'report.md').read_bytes() == report
     assert (out/'runs'/'01_gradients.smoke.interrupted.ipynb').exists()
     assert 'kept as runs/01_gradients.smoke.interrupted.ipynb' in err
     m = read_json(out/'manifest.json')
