@@ -18,8 +18,9 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_
 from .verdicts import Judgement
 
 # %% auto #0
-__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'skip_iri_grammars', 'parse_numbers', 'check_range',
-           'memory_bytes', 'check_fits', 'git_sha', 'parameter_values', 'SectionRun', 'load_result', 'live_frontend']
+__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'SHORT', 'skip_iri_grammars', 'parse_numbers', 'check_range',
+           'memory_bytes', 'check_fits', 'git_sha', 'parameter_values', 'clip', 'short_answer', 'SectionRun',
+           'load_result', 'live_frontend']
 
 # %% ../../nbs/repro/00b_results.ipynb #0785d49c
 def skip_iri_grammars() -> bool:
@@ -127,6 +128,24 @@ def parameter_values(ns: dict,                # the namespace holding the parame
     return {n: ns[n] for n in names}
 
 # %% ../../nbs/repro/00b_results.ipynb #85042180
+SHORT = 300   # characters: a result's short answer (the report's ours cell; `SectionRun.shows`)
+
+def clip(text: str, n: int) -> str:
+    "`text` cut at a word boundary to at most `n` characters, '…' where cut."
+    text = ' '.join(str(text).split())
+    return text if len(text) <= n else text[:n - 1].rsplit(' ', 1)[0].rstrip(' ,;:') + '…'
+
+def short_answer(r: dict) -> str:
+    """A result's short answer (≤ `SHORT` characters), from its summary (or a report row): its deciding parts counted,
+    then the first part that says the verdict (for an `inconclusive`, the first our scale cannot test, else the first
+    within noise); without recorded parts, the start of its ours text."""
+    if not r.get('parts'): return clip(r.get('ours', ''), SHORT)
+    v = r['verdict']
+    want = ['not testable at this scale', 'within noise'] if v == 'inconclusive' else [v]
+    first = next((t for k in want for kind, t in r['parts'] if kind == k), '')
+    head = r.get('parts_line') or ''
+    return clip(f'{head}. {first}' if first else head, SHORT)
+
 class SectionRun:
     "Which results one run of a section notebook computes, and where it registers them."
     def __init__(self, section: int,       # section number of the paper map (1..5)
@@ -194,6 +213,7 @@ class SectionRun:
                  + ([f'figures/{id}.png'] if fig is not None else []))
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),
                        verdict=verdict, fragile=judged.fragile, fragile_why=judged.fragile_why,
+                       parts=judged.part_kinds, parts_line=judged.parts_line,
                        detect=' '.join(str(detect).split()),
                        untestable=' '.join(str(untestable).split()), paper=PAPER[id].paper, params=self.params,
                        params_hash=params_hash(self.params), job_hash=os.environ.get(JOB_ENV), files=files,
@@ -217,6 +237,29 @@ class SectionRun:
                 tmp[-1].write_text(json.dumps(summary, indent=1, default=str), encoding='utf-8')
         self.saved[id] = summary
         return summary
+
+    def shows(self, *ids: str):
+        """What our run shows for `ids`, printed from their registered summaries (this run's, else the ones on disk):
+        the profile and date of the run, the verdict with its parts counted, the short answer, what the scale detects.
+        A section notebook calls it under each result, so that no number of a run is ever written by hand."""
+        from IPython.display import Markdown
+        out = []
+        for id in ids:
+            self._mine(id)
+            s = self.saved.get(id)
+            if s is None and self.out is not None and (self.out/'results'/f'{id}.json').exists():
+                s = json.loads((self.out/'results'/f'{id}.json').read_text(encoding='utf-8'))
+            if s is None:
+                out.append(f"**What our run shows** (`{id}`): nothing yet: this run does not compute it (its IDs: "
+                           f"{', '.join(self.ids) or 'none'}).")
+                continue
+            when = str(s.get('created') or '')[:10]
+            line = s['verdict'] + (' (fragile)' if s.get('fragile') else '')
+            line += f" — {s['parts_line']}" if s.get('parts_line') else ''
+            out.append(f"**What our run shows** (`{id}`, the `{s['profile']}` run of {when}): **{line}**. "
+                       f"{short_answer(s)}" + (f" *What this scale can detect:* {s['detect']}" if s.get('detect')
+                                               else ''))
+        return Markdown('\n\n'.join(out))
 
 # %% ../../nbs/repro/00b_results.ipynb #668bfbbe
 def load_result(out_dir: str | Path,  # the folder a run wrote to (default of the CLI: outputs/)

@@ -14,9 +14,10 @@ import xarray as xr
 from ..utils import check_choice, check_positive
 
 # %% auto #0
-__all__ = ['VERDICTS', 'VERDICT_RULE', 'VERDICT_TERMS', 'ALPHA', 'TESTS', 'PARTS', 'paired_diff', 't_critical', 'paired_p',
-           'effect_sign', 'detectable', 'Comparison', 'Equivalence', 'judge_claim', 'judge_bound', 'judge_within',
-           'detectable_effect', 'Check', 'Untested', 'holm', 'combine_verdicts', 'Judgement', 'judge_all', 'null_rates']
+__all__ = ['VERDICTS', 'VERDICT_RULE', 'VERDICT_TERMS', 'ALPHA', 'TESTS', 'PARTS', 'NULL_LEVEL', 'paired_diff', 't_critical',
+           'paired_p', 'effect_sign', 'detectable', 'Comparison', 'Equivalence', 'judge_claim', 'judge_bound',
+           'judge_within', 'detectable_effect', 'Check', 'SeedChecks', 'Shown', 'Untested', 'holm', 'combine_verdicts',
+           'Judgement', 'judge_all', 'null_rates', 'null_limit']
 
 # %% ../../nbs/repro/00a_verdicts.ipynb #211d9d50
 VERDICTS = ('agree', 'corrected', 'differ', 'inconclusive', 'rebuilt')
@@ -110,6 +111,12 @@ def _why_untestable(det: float, paper, headroom, digits: int) -> str:
         why.append(f"headroom {headroom:.{digits}f} ≤ the paper's {paper:.{digits}f}")
     return '; '.join(why)
 
+def _why_unresolved(det: float, margin: float, source: str, digits: int) -> str:
+    "'' where an equivalence part can say `differ`: its test resolves the margin, and the margin is the paper's."
+    why = '' if det < margin else f'resolves ±{det:.{digits}f}, not within the margin {margin:g}'
+    if source.startswith('ours'): why = '; '.join(w for w in (why, f'the margin {margin:g} is ours') if w)
+    return why
+
 def _magnitude(name: str, x, strict: bool = False):
     "None, or a finite non-negative float (the paper's effect, a headroom)."
     if x is None: return None
@@ -153,10 +160,13 @@ class Comparison(tuple):
 
 class Equivalence(tuple):
     """A claim of no effect: the paired mean lies within ±`margin` (side 'both') or below `margin` ('upper'),
-    by two one-sided t-tests (TOST); `differ` where it lies beyond the margin and the test resolves the margin."""
+    by two one-sided t-tests (TOST); `differ` where it lies beyond the margin, the test resolves the margin, and the
+    margin is the paper's (`source` 'paper: …'): a margin of ours ('ours: because …') can agree, never differ."""
     def __new__(cls, label: str, diff: float, se: float, n: int, margin: float, side: str = 'both',
-                digits: int = 3, resolution: float = 0.0, level: float = ALPHA):
+                digits: int = 3, resolution: float = 0.0, level: float = ALPHA, source: str = 'ours'):
         check_choice('side', side, ('both', 'upper')); check_positive('margin', margin)
+        if not (isinstance(source, str) and source.split(':')[0].strip() in ('paper', 'ours')):
+            raise ValueError(f"source must say whose the margin is: 'paper: …' or 'ours: because …'; got {source!r}")
         se_f = max(float(se), resolution / math.sqrt(n)) if n >= 2 and math.isfinite(se) else math.nan
         if n < 2 or not math.isfinite(se_f): p_in = p_out = 1.0
         else:
@@ -166,7 +176,7 @@ class Equivalence(tuple):
                 p_out = float(_sf(t(abs(diff) - margin), n))
             else: p_in, p_out = float(_sf(t(margin - diff), n)), float(_sf(t(diff - margin), n))
         det = t_critical(n, 2 * level) * se_f if n >= 2 and math.isfinite(se_f) else math.inf
-        why = '' if det < margin else f'resolves ±{det:.{digits}f}, not within the margin {margin:g}'
+        why = _why_unresolved(det, margin, source, digits)
         v = 'agree' if p_in <= level else 'differ' if p_out <= level and not why else 'inconclusive'
         bound = f'±{margin:g}' if side == 'both' else f'≤ {margin:g}'
         if n < 2: body = f'{diff:+.{digits}f} (one seed: no s.e., untestable)'
@@ -177,6 +187,7 @@ class Equivalence(tuple):
         self = super().__new__(cls, (v, f'{label} {body}{tail}'))
         self.effect, self.label, self.diff, self.se, self.n, self.digits = body, label, diff, se_f, n, digits
         self.margin, self.side, self.resolution, self.level, self.why = margin, side, resolution, level, why
+        self.source = source
         self.p_in, self.p_out, self.p, self.detectable = p_in, p_out, min(p_in, p_out), det
         self.paper, self.headroom = None, None
         self.untestable = f'{label}: {why}' if v == 'inconclusive' and why else ''
@@ -185,7 +196,7 @@ class Equivalence(tuple):
     def at(self, level: float) -> 'Equivalence':
         "The same test at another level (Holm's step for its rank)."
         return Equivalence(self.label, self.diff, self.se, self.n, self.margin, self.side, self.digits,
-                      self.resolution, level)
+                      self.resolution, level, self.source)
 
 # %% ../../nbs/repro/00a_verdicts.ipynb #b903a0be
 def judge_claim(a: xr.DataArray,       # the metric where the claim says "more" (expected=+1) or "less" (−1)
@@ -224,10 +235,12 @@ def judge_within(a: xr.DataArray,      # metric of setting A, with a `dim` dimen
                  side: str = 'both',   # 'both': |a − b| < margin; 'upper': a − b < margin
                  digits: int = 3, dim: str = 'seed',
                  resolution: float = 0.0,  # the metric's step (1/n_test for an accuracy): the s.e.'s floor
+                 source: str = 'ours',  # whose margin: 'paper: …' (may say differ) or 'ours: because …' (cannot)
                 ) -> Equivalence:
     "Judge 'a and b differ by less than margin' (or 'a gains less than margin') by TOST on the paired differences."
     d, se = paired_diff(a, b, dim)
-    return Equivalence(label, float(d), float(se), int(a.sizes[dim]) if dim in a.dims else int((a - b).sizes[dim]), margin, side, digits, resolution)
+    return Equivalence(label, float(d), float(se), int(a.sizes[dim]) if dim in a.dims else int((a - b).sizes[dim]),
+                       margin, side, digits, resolution, source=source)
 
 def detectable_effect(a: xr.DataArray, b: xr.DataArray,  # paired metrics, as for judge_claim
                       dim: str = 'seed', resolution: float = 0.0, alpha: float = ALPHA,
@@ -242,23 +255,37 @@ class Check(tuple):
     where `value` ≤ `bound` (side '<=') or ≥ it ('>='), else `fails`; its margin is value against bound."""
     def __new__(cls, label: str, value: float, bound: float, side: str = '<=', holds: str = 'agree',
                 fails: str = 'differ', fmt: str = '.2g',
-                factor: float = 5.0):  # 'near' its bound: value/bound within (1/factor, factor), same sign
+                factor: float = 5.0,   # 'near' its bound: value/bound within (1/factor, factor), same sign
+                scale: float | None = None,  # a bound of 0: near where |value| < scale (a ratio has no meaning)
+                of: int | None = None,       # a count of cases out of `of` against a bound of 0: exact, never near
+               ):
         check_positive('factor', factor, strict=True)
         check_choice('side', side, ('<=', '>=')); check_choice('holds', holds, ('agree', 'rebuilt', 'corrected'))
         check_choice('fails', fails, ('differ', 'corrected', 'inconclusive'))
         value, bound = float(value), float(bound)
+        if bound == 0 and scale is None and of is None:
+            raise ValueError(f"{label}: a check against a bound of 0 needs scale= (the size within which its value "
+                             f"counts as near the bound) or, for a count, of= (the cases counted), so that its margin "
+                             f"is shown and judged like any other")
         ok = value <= bound if side == '<=' else value >= bound
         v = holds if ok else fails
-        # near: on either side of its bound within `factor` (a ratio; values of one sign): it could flip
-        near = value * bound > 0 and 1 / factor < value / bound < factor
-        return cls._make(v, f'{label} {value:{fmt}} ({side} {bound:{fmt}}) → {v}', label, value, bound, side, ok,
-                         near)
+        # near: on either side of its bound within `factor` (a ratio; values of one sign), or for a bound of 0 within
+        # one `scale` of it: it could flip
+        if bound == 0 and of is not None:     # a count: exact, its margin the count itself
+            check_positive('of', of, strict=True)
+            near, margin = False, f'; {value:g} of {of:g} cases'
+        elif bound == 0:
+            check_positive('scale', scale, strict=True)
+            near, margin = abs(value) < scale, f'; margin {abs(value):{fmt}} of scale {scale:{fmt}}'
+        else: near, margin = value * bound > 0 and 1 / factor < value / bound < factor, ''
+        return cls._make(v, f'{label} {value:{fmt}} ({side} {bound:{fmt}}{margin}) → {v}', label, value, bound, side,
+                         ok, near, fails)
 
     @classmethod
-    def _make(cls, v, text, label, value, bound, side, ok, near):
+    def _make(cls, v, text, label, value, bound, side, ok, near, fails):
         self = tuple.__new__(cls, (v, text))
         self.label, self.value, self.bound, self.side = label, value, bound, side
-        self.ok, self.near = bool(ok), bool(near)
+        self.ok, self.near, self.fails = bool(ok), bool(near), fails
         return self
 
     @classmethod
@@ -267,7 +294,40 @@ class Check(tuple):
         check_choice('holds', holds, ('agree', 'rebuilt', 'corrected'))
         check_choice('fails', fails, ('differ', 'corrected', 'inconclusive'))
         v = holds if ok else fails
-        return cls._make(v, f"{label}: {'yes' if ok else 'no'} → {v}", label, float(bool(ok)), 1.0, '>=', ok, False)
+        return cls._make(v, f"{label}: {'yes' if ok else 'no'} → {v}", label, float(bool(ok)), 1.0, '>=', ok, False,
+                         fails)
+
+class SeedChecks(tuple):
+    """A deterministic check run on every seed, judged with its rate: `holds` where every seed holds, `fails` where
+    every seed fails (two seeds at least), else `inconclusive` (k of n seeds miss: one seed missing is not a
+    `differ` by itself). Its margin is the worst seed's, as a `Check`'s."""
+    def __new__(cls, label: str, values, bound: float, side: str = '<=', holds: str = 'agree',
+                fails: str = 'differ', fmt: str = '.2g', factor: float = 5.0, scale: float | None = None,
+                of: int | None = None):
+        vals = np.asarray(values, dtype=float).ravel()
+        if vals.size == 0 or not np.isfinite(vals).all():
+            raise ValueError(f'{label}: values must be one finite number per seed; got {vals.tolist()}')
+        worst = float(vals.max() if side == '<=' else vals.min())
+        c = Check(label, worst, bound, side, holds, fails, fmt, factor, scale, of)
+        ok = vals <= bound if side == '<=' else vals >= bound
+        k, n = int((~ok).sum()), vals.size
+        v = holds if k == 0 else fails if k == n and n >= 2 else 'inconclusive'
+        what = 'every seed' if k == 0 else f'{k} of {n} seeds miss'
+        self = tuple.__new__(cls, (v, f"{c[1].rsplit(' → ', 1)[0]} [worst of {n} seeds; {what}] → {v}"))
+        self.label, self.value, self.bound, self.side, self.values = label, worst, float(bound), side, vals
+        self.ok, self.near, self.misses, self.n, self.fails = k == 0, c.near, k, n, fails
+        self.untestable = ''
+        return self
+
+class Shown(tuple):
+    """A control of ours (another rate, a subset, a redefinition): computed and printed with the claim, never
+    deciding it — `judge_all` leaves it out of Holm and of the verdict."""
+    def __new__(cls, part):
+        if not isinstance(part, (Comparison, Equivalence, Check, SeedChecks)):
+            raise TypeError(f'Shown wraps a Comparison, Equivalence, Check or SeedChecks; got {type(part).__name__}')
+        self = super().__new__(cls, ('shown', f'[control, shown only] {part[1]}'))
+        self.part, self.label = part, part.label
+        return self
 
 class Untested(tuple):
     "A part our scale cannot test: ('inconclusive', text), with the reason (`why`)."
@@ -275,6 +335,7 @@ class Untested(tuple):
         self = super().__new__(cls, ('inconclusive', text if text.endswith('inconclusive') else
                                      f'{text} → inconclusive'))
         self.why = self.untestable = str(why)
+        self.label = text
         return self
 
 # %% ../../nbs/repro/00a_verdicts.ipynb #12a9c176
@@ -299,18 +360,20 @@ def combine_verdicts(verdicts: Iterable[str],  # the verdicts of the parts of on
     return 'rebuilt'
 
 TESTS = (Comparison, Equivalence)          # the parts that carry a test over seeds (Holm across a claim)
-PARTS = (Comparison, Equivalence, Check, Untested)
+PARTS = (Comparison, Equivalence, Check, SeedChecks, Untested, Shown)
+_GATE = object()   # held by judge_all alone: a Judgement made anywhere else is refused
 
 def _fragile(v: str, parts: list) -> str:
     "Why verdict `v` of these (Holm-adjusted) parts is fragile, or ''."
     tested = lambda p: isinstance(p, TESTS) and p.n >= 2
     if v in ('agree', 'differ', 'corrected', 'rebuilt'):
         # the parts that decide: those with the verdict, and for a correction the checks of our derived form
-        deciding = [p for p in parts if p[0] == v or (v == 'corrected' and isinstance(p, Check) and p.ok)]
+        deciding = [p for p in parts if p[0] == v or (v == 'corrected' and isinstance(p, (Check, SeedChecks)) and p.ok)]
         near_t = [p for p in deciding if tested(p) and p.p > p.level / 5]
-        near_c = [p for p in deciding if isinstance(p, Check) and p.near]
+        near_c = [p for p in deciding if isinstance(p, (Check, SeedChecks)) and p.near]
         if v == 'differ':      # a differ stands on its strongest differing part
-            strong = [p for p in deciding if (tested(p) and p.p <= p.level / 5) or (isinstance(p, Check) and not p.near)]
+            strong = [p for p in deciding if (tested(p) and p.p <= p.level / 5)
+                      or (isinstance(p, (Check, SeedChecks)) and not p.near)]
             if strong: return ''
             near = near_t + near_c
         else: near = near_t + near_c
@@ -327,11 +390,49 @@ def _fragile(v: str, parts: list) -> str:
 
 class Judgement(tuple):
     "One claim's verdict, from `judge_all` only: (verdict, text), its parts, whether it is fragile, and why."
-    def __new__(cls, verdict: str, text: str, parts: list, fragile_why: str, untestable: str):
+    def __new__(cls, verdict: str, text: str, parts: list, fragile_why: str, untestable: str, shown: list = (),
+                *, _gate=None):
+        if _gate is not _GATE:
+            raise TypeError('a Judgement is made by verdicts.judge_all only (the one gate), not by hand')
         self = super().__new__(cls, (verdict, text))
-        self.verdict, self.text, self.parts = verdict, text, parts
+        self.verdict, self.text, self.parts, self.shown = verdict, text, parts, list(shown)
         self.fragile_why, self.fragile, self.untestable = fragile_why, bool(fragile_why), untestable
         return self
+
+    @property
+    def testable(self) -> bool:
+        """Whether a deciding part could have said `differ` on these results: a comparison with the paper's effect,
+        detectable below it and headroom above it; an equivalence that resolves a margin of the paper's; a check that
+        fails as `differ`. A null test whose draws are never testable cannot see the gate's rule."""
+        return any((isinstance(p, Comparison) and p.paper is not None and not p.why)
+                   or (isinstance(p, Equivalence) and not p.why)
+                   or (isinstance(p, (Check, SeedChecks)) and getattr(p, 'fails', '') == 'differ')
+                   for p in self.parts)
+
+    @property
+    def part_kinds(self) -> list:
+        "Each part as [what it says, its text]: the deciding parts (see `tally`), then the controls ('shown')."
+        kind = lambda p: (p[0] if p[0] != 'inconclusive' else
+                          'not testable at this scale' if getattr(p, 'untestable', '') else 'within noise')
+        return [[kind(p), p[1]] for p in self.parts] + [['shown', s[1]] for s in self.shown]
+
+    @property
+    def tally(self) -> dict:
+        """The deciding parts counted by what they say, in a fixed order: 'agree', 'corrected', 'rebuilt', 'differ',
+        'not testable at this scale' (an `inconclusive` part whose test our scale cannot make), 'within noise' (one
+        it made), and the controls 'shown' beside them; kinds with no part left out."""
+        order = ('agree', 'corrected', 'rebuilt', 'differ', 'not testable at this scale', 'within noise', 'shown')
+        counts = [k for k, _ in self.part_kinds]
+        return {k: counts.count(k) for k in order if k in counts}
+
+    @property
+    def parts_line(self) -> str:
+        "The tally in words: '4 parts agree, 1 not testable at this scale' (and the controls shown)."
+        t = self.tally
+        verb = {'agree': ('agrees', 'agree'), 'differ': ('differs', 'differ')}
+        words = [f"{n} {'part' if n == 1 else 'parts'} {verb[k][n > 1]}" if k in verb else f'{n} {k}'
+                 for k, n in t.items() if k != 'shown']
+        return ', '.join(words) + (f"; {t['shown']} control{'s' if t['shown'] > 1 else ''} shown" if 'shown' in t else '')
 
     def detect(self, paper: str = '', unit: str = '') -> str:
         "What the claim's tests detect at their levels, beside `paper` (the paper's effect, as text)."
@@ -350,26 +451,40 @@ def judge_all(parts: Iterable,  # the parts of one claim: Comparison, Equivalenc
              ) -> Judgement:    # the weakest verdict, the texts joined, fragility
     "The gate: one claim's verdict from its parts — Holm across the tested parts, then the weakest verdict."
     parts = list(parts)
-    if not parts: raise ValueError('parts must hold at least one part (an Untested where nothing is tested)')
     bad = [type(p).__name__ for p in parts if not isinstance(p, PARTS)]
-    if bad: raise TypeError(f"parts must be Comparison, Equivalence, Check or Untested (made by core's judge functions); "
-                            f"got {', '.join(bad)}")
+    if bad: raise TypeError(f"parts must be Comparison, Equivalence, Check, SeedChecks, Untested or Shown (made by "
+                            f"the rule's judge functions); got {', '.join(bad)}")
+    shown, parts = [p for p in parts if isinstance(p, Shown)], [p for p in parts if not isinstance(p, Shown)]
+    if not parts: raise ValueError('parts must hold at least one part that decides (an Untested where nothing is '
+                                   'tested; a Shown control never decides)')
     tested = [k for k, p in enumerate(parts) if isinstance(p, TESTS)]
-    if len(tested) > 1:
-        levels = holm([parts[k].p for k in tested])
-        for k, lv in zip(tested, levels): parts[k] = parts[k].at(lv)
+    # every tested part at its Holm level, a lone one too: at the gate's level, whatever level it was built with
+    for k, lv in zip(tested, holm([parts[k].p for k in tested])): parts[k] = parts[k].at(lv)
     v = combine_verdicts(p[0] for p in parts)
     why = '; '.join(dict.fromkeys(p.untestable for p in parts if getattr(p, 'untestable', '')))
-    return Judgement(v, '; '.join(p[1] for p in parts), parts, _fragile(v, parts), why)
+    text = '; '.join(p[1] for p in parts + shown)
+    return Judgement(v, text, parts, _fragile(v, parts), why, shown, _gate=_GATE)
 
 def null_rates(judge,             # rng -> Judgement: one claim judged on simulated results without an effect
                draws: int = 1000,  # simulated claims
                seed: int = 0,
               ) -> dict:          # share of draws per verdict, and of fragile ones
-    "How often a judging function gives each verdict on results simulated with no true effect."
-    rng = np.random.default_rng(seed); counts = dict.fromkeys(VERDICTS, 0); fragile = 0
+    """How often a judging function gives each verdict on results simulated with no true effect, how often it is
+    fragile, and how often a part could have said `differ` at all (`testable`: a null test is blind where that is 0)."""
+    rng = np.random.default_rng(seed); counts = dict.fromkeys(VERDICTS, 0); fragile = testable = 0
     for _ in range(draws):
         j = judge(rng)
         if not isinstance(j, Judgement): raise TypeError(f"judge must return a Judgement; got {type(j).__name__}")
-        counts[j.verdict] += 1; fragile += j.fragile
-    return {**{k: c / draws for k, c in counts.items()}, 'fragile': fragile / draws}
+        counts[j.verdict] += 1; fragile += j.fragile; testable += j.testable
+    return {**{k: c / draws for k, c in counts.items()}, 'fragile': fragile / draws, 'testable': testable / draws}
+
+NULL_LEVEL = ALPHA / 2   # the gate's nominal false `differ` for a one-sided claim: its two-sided test, one wrong side
+
+def null_limit(draws: int,              # simulated claims of a null test
+               level: float = NULL_LEVEL,
+               z: float = 2.326,        # one-sided 99 % normal quantile: a gate at its level fails 1 test in 100
+              ) -> float:               # the false-`differ` share a null test allows
+    """The threshold of a null test: the nominal level plus the draws' binomial tolerance, z·√(level(1 − level)/draws)
+    (at 1,000 draws: 2.5 % + 1.15 points = 3.65 %)."""
+    check_positive('draws', draws, strict=True)
+    return level + z * math.sqrt(level * (1 - level) / draws)
