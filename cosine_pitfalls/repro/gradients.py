@@ -349,7 +349,7 @@ def judge_pitfalls_thm3(ds: xr.Dataset,  # simulated steps and errors over (dim,
         Check('printed A.3 value g sin²φ(2 − g cos φ) vs the simulated step: max err / 2g sin²φ',
               float(ds.A3_err.max()), TOL, fails='corrected'),
         Check('printed Eq. 2, increment < 2g sin²φ: cells where the simulated step exceeds it',
-              int((~holds).sum()), 0, fails='corrected', fmt='g'),
+              int((~holds).sum()), 0, fails='corrected', fmt='g', of=int(holds.size)),
         Check('our exact 2g sin²φ(1 − g cos φ)/(1 + g² sin²φ) vs the simulated step: max err / 2g sin²φ',
               float(ds.exact_err.max()), 1e-9),
         Check.flag('Eq. 2 fails exactly in the obtuse cells with g < |cos φ|/sin²φ',
@@ -531,7 +531,8 @@ def judge_pitfalls_prop5(ds: xr.Dataset,  # monte_carlo, exact, bound, mc_sigma 
     the Monte Carlo (within 5 binomial s.d.); Chebyshev's inequality, so `rebuilt`."""
     return judge_all([
         Check('exact P[cos ≥ 1−ε] ≤ 1/(2d(1−ε)²): max log₁₀(exact/bound) over (d, ε)',
-              float(np.log10(ds.exact / ds.bound).max()), 0.0, holds='rebuilt'),
+              float(np.log10(ds.exact / ds.bound).max()), 0.0, holds='rebuilt',
+              scale=math.log10(5)),   # near: within a factor 5 of the bound, as a ratio check's default `factor`
         Check('Monte Carlo ≤ bound + 5σ: max (MC − bound)/σ over (d, ε)',
               float(((ds.monte_carlo - ds.bound) / ds.mc_sigma).max()), 5.0, holds='rebuilt')])
 
@@ -1172,8 +1173,9 @@ def judge_clop_lemma1(ds: xr.Dataset,  # scaled_grad (dim, config, tau, trial), 
     """clop.lemma1: "local minima" as printed (`corrected` where a small separation of the pairs lowers the loss);
     the derived statement, an exactly zero gradient on collapsed batches (and not on random ones)."""
     return judge_all([
-        Check('printed "local minima": share of trials where separating the pairs lowered the loss (max)',
-              float(ds.share_perturbation_lowers_loss.max()), 0.0, fails='corrected'),
+        Check('printed "local minima": trials where separating the pairs lowered the loss',
+              int(round(float(ds.share_perturbation_lowers_loss.sum()) * ds.sizes['trial'])), 0, fails='corrected',
+              fmt='g', of=int(ds.share_perturbation_lowers_loss.size * ds.sizes['trial'])),
         Check('identical and co-linear batches: max scale-free gradient maxᵢ ‖∇ᵢ‖·‖z̃ᵢ‖',
               float(ds.scaled_grad.sel(config=['identical', 'colinear']).max()), 1e-13),
         Check('random batches (the zero means something): min scale-free gradient',
@@ -1387,7 +1389,8 @@ def judge_clop_lemma2(ds: xr.Dataset,  # decrease and optimum_out_of_span over (
                      ) -> Judgement:
     "clop.lemma2: the construction lowers L_class in every trial, and the optimal last embedding lies in the span."
     return judge_all([
-        Check('trials where the construction did not lower L_class', int((ds.decrease <= 0).sum()), 0, fmt='g'),
+        Check('trials where the construction did not lower L_class', int((ds.decrease <= 0).sum()), 0, fmt='g',
+              of=int(ds.decrease.size)),
         Check('optimal last embedding: max residual out of the span of the others',
               float(ds.optimum_out_of_span.max()), 1e-12)])
 

@@ -16,7 +16,7 @@ import xarray as xr
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .verdicts import Check, Judgement, Comparison, Equivalence, judge_all
+from .verdicts import Check, Judgement, Comparison, Equivalence, SeedChecks, judge_all
 from ..utils import check_choice, check_positive, get_device
 from .paper import paper_effect
 from .results import check_fits, check_range
@@ -268,6 +268,13 @@ def _mean_se(x) -> tuple[float, float, int]:
     "Mean, standard error (sample std / √n; NaN for one seed) and n of per-seed values."
     x = np.asarray(x, dtype=float).ravel(); n = x.size
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, n
+
+def _by_seed(x: xr.DataArray,  # a measure with a 'seed' dimension
+             worst: str,        # 'max' or 'min': each seed's worst value over its other dimensions ('sum': a count)
+            ) -> np.ndarray:    # (seed,), for a `SeedChecks` part
+    "Each seed's worst value of a deterministic check over its runs' other dimensions (k, variant, pairs, …)."
+    other = [d for d in x.dims if d != 'seed']
+    return np.asarray((getattr(x, worst)(other) if other else x).transpose('seed').values, dtype=float)
 
 def _per_seed(x, bound: float, expected: int, label: str, resolution: float = 0.0,
               paper: float | None = None) -> Comparison:
@@ -625,9 +632,9 @@ def judge_clop_fig3(ds: xr.Dataset,  # max_lr, bound, threshold over k; spectrum
         Check('printed bound: largest gap below the empirical maximum (relative; "slightly": ≤ 5 %)',
               float(printed.max()), SLIGHTLY, fails='corrected'),
         Check('printed bound: smallest gap (below the maximum at every k)', float(printed.min()), 0.0, '>=',
-              fails='corrected'),
+              fails='corrected', scale=SLIGHTLY),
         Check('our η*: largest gap below the empirical maximum (relative)', float(ours.max()), SLIGHTLY),
-        Check('our η*: smallest gap (below the maximum at every k)', float(ours.min()), 0.0, '>=')])
+        Check('our η*: smallest gap (below the maximum at every k)', float(ours.min()), 0.0, '>=', scale=SLIGHTLY)])
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #f7fe98eb
 def run_clop_fig3(ks: Sequence[int],  # the numbers k of class embeddings searched
@@ -739,10 +746,11 @@ def judge_clop_fig4(ds: xr.Dataset,  # rank, loss, sim_min, sim_max over (k, see
     (three unit vectors summing to zero are the ETF by geometry)."""
     spread = (ds['sim_max'] - ds['sim_min']).where(ds['k'] > 3, drop=True)
     return judge_all([
-        Check('runs whose numerical rank ≠ k − 1', int((ds['rank'] != ds['k'] - 1).sum()), 0, fmt='g'),
-        Check('|loss + k| (the minimum −k): max over runs', float(np.abs(ds['loss'] + ds['k']).max()), 1e-6),
-        Check('k ≥ 4: smallest range max − min of the pairwise cosines over runs (an ETF has 0)',
-              float(spread.min()), 0.1, '>=')])
+        SeedChecks('runs whose numerical rank ≠ k − 1, per seed', _by_seed(ds['rank'] != ds['k'] - 1, 'sum'), 0,
+                   fmt='g', of=ds.sizes['k']),
+        SeedChecks('|loss + k| (the minimum −k): max over k', _by_seed(np.abs(ds['loss'] + ds['k']), 'max'), 1e-6),
+        SeedChecks('k ≥ 4: smallest range max − min of the pairwise cosines (an ETF has 0)', _by_seed(spread, 'min'),
+                   0.1, '>=')])
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #683110cb
 def report_clop_fig4(r4: xr.Dataset,  # `rank_k_minus_one` over (k, seed); k = 10 among its k
@@ -886,13 +894,14 @@ def judge_lee_thm51(ds: xr.Dataset,  # s_pos, s_neg_mean, s_neg_var over (varian
     tgt, exc = -1 / (int(ds.attrs['n']) - 1), 'ind-add (1,0)'
     reg, ex = ds.where(ds['variant'] != exc, drop=True), ds.sel(variant=exc)
     return judge_all([
-        Check('s_pos = 1 (info-sym, ind-add (0,1), (1,1)): max |s_pos − 1| over runs',
-              float(np.abs(reg['s_pos'] - 1).max()), 1e-3),
-        Check('mean s_neg = −1/(n−1): max deviation over runs', float(np.abs(reg['s_neg_mean'] - tgt).max()), 1e-3),
-        Check('Var s_neg = 0: max over runs', float(reg['s_neg_var'].max()), 1e-3),
-        Check('ind-add (1,0), Thm 5.3: largest s_pos over seeds (< 1 − 1e-3)', float(ex['s_pos'].max()), 1 - 1e-3),
-        Check('ind-add (1,0): largest mean s_neg over seeds (< −1/(n−1) − 1e-3)', float(ex['s_neg_mean'].max()),
-              tgt - 1e-3)])
+        SeedChecks('s_pos = 1 (info-sym, ind-add (0,1), (1,1)): max |s_pos − 1| over variants',
+                   _by_seed(np.abs(reg['s_pos'] - 1), 'max'), 1e-3),
+        SeedChecks('mean s_neg = −1/(n−1): max deviation over variants',
+                   _by_seed(np.abs(reg['s_neg_mean'] - tgt), 'max'), 1e-3),
+        SeedChecks('Var s_neg = 0: max over variants', _by_seed(reg['s_neg_var'], 'max'), 1e-3),
+        SeedChecks('ind-add (1,0), Thm 5.3: s_pos (< 1 − 1e-3)', _by_seed(ex['s_pos'], 'max'), 1 - 1e-3),
+        SeedChecks('ind-add (1,0): mean s_neg (< −1/(n−1) − 1e-3)', _by_seed(ex['s_neg_mean'], 'max'),
+                   tgt - 1e-3)])
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #84ea239a
 LEE_VARIANTS = (('info-sym', 1, 0), ('info-sym', 1, 1), ('ind-add', 1, 0), ('ind-add', 0, 1), ('ind-add', 1, 1))
@@ -948,7 +957,8 @@ def judge_lee_thm55(ds: xr.Dataset,  # s_pos, s_neg_var over (partition, m, vrns
     parts += [_per_seed((r[:, b] - r[:, w0]).mean(0), 0.0, -1, f'reshuffled, λ = {w:g}: {THM55_VRNS} (mean over m < n)',
                         paper=paper_effect('lee.thm55', THM55_VRNS)) for b, w in enumerate(ws) if w > 0]
     sp = ds['s_pos'].transpose('partition', 'm', 'vrns_weight', 'seed').values[:, :, w0]
-    parts.append(Check('s_pos = 1 without L_VRNS: max 1 − s_pos over runs', float((1 - sp).max()), 1e-3))
+    parts.append(SeedChecks('s_pos = 1 without L_VRNS: max 1 − s_pos over partitions and batches',
+                            (1 - sp).max(axis=(0, 1)), 1e-3))
     return judge_all(parts)
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #75aff820
@@ -1270,11 +1280,12 @@ def judge_directclr_fig5(m: xr.Dataset,  # `fig5_measures`
     block Theorem 2's argument reaches (W₁W₁ᵀ − W₂ᵀW₂ is conserved, so only growth aligns), in every run."""
     amp = m['growth'] >= amplified
     return judge_all([
-        Check('printed: |A| → I on all pairs, smallest |A_kk| over pairs and seeds', float(m['diag'].min()), 0.9,
-              '>=', fails='corrected'),
-        Check(f'amplified pairs (σ of W₁ grew ≥ {amplified:g}×): fewest in a run', int(amp.sum('index').min()), 1,
-              '>=', fmt='g'),
-        Check('amplified pairs: smallest |A_kk| over runs', float(m['diag'].where(amp).min()), 0.9, '>=')])
+        SeedChecks('printed: |A| → I on all pairs, smallest |A_kk| over pairs', _by_seed(m['diag'], 'min'), 0.9,
+                   '>=', fails='corrected'),
+        SeedChecks(f'amplified pairs (σ of W₁ grew ≥ {amplified:g}×), in each run', _by_seed(amp.sum('index'), 'min'),
+                   1, '>=', fmt='g'),
+        SeedChecks('amplified pairs: smallest |A_kk| (0 where none)',
+                   _by_seed(m['diag'].where(amp).min('index').fillna(0.0), 'min'), 0.9, '>=')])
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #8e990baa
 def fig5_dataset(dc: xr.Dataset,  # `run_dclr_toys`'s runs
@@ -1329,11 +1340,11 @@ def judge_directclr_fig6(m: xr.Dataset,  # `fig6_measures`
     smallest, against the bound: the margin is how far below)."""
     g = m['growth']
     return judge_all([
-        Check('largest σ of W₁ and W₂: least growth over runs (×)', float(g.isel(index=0).min()), 2.0, '>='),
-        Check("four smallest σ: most growth relative to the largest σ's", float((g.isel(index=slice(-4, None))
-                                                                               / g.isel(index=0)).max()), 1.0),
-        Check('embedding covariance: 4th smallest eigenvalue / the largest, max over runs',
-              float(m['eig_rel'].isel(index=-4).max()), 1e-3)])
+        SeedChecks('largest σ of W₁ and W₂: least growth (×)', _by_seed(g.isel(index=0), 'min'), 2.0, '>='),
+        SeedChecks("four smallest σ: most growth relative to the largest σ's",
+                   _by_seed(g.isel(index=slice(-4, None)) / g.isel(index=0), 'max'), 1.0),
+        SeedChecks('embedding covariance: 4th smallest eigenvalue / the largest',
+                   _by_seed(m['eig_rel'].isel(index=-4), 'max'), 1e-3)])
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #5dc0fe90
 def report_directclr_fig6(m6: xr.Dataset,  # `fig6_measures`
@@ -1377,9 +1388,9 @@ def judge_directclr_fig11(m: xr.Dataset,  # `fig11_measures`
     slope = _ls_slope(c.values, depth, 0)                            # (relu, seed)
     parts = [_per_seed(slope[a], 0.0, +1, f"{'ReLU' if r else 'linear'}: {FIG11_SLOPE}", resolution=step,
                        paper=paper_effect('directclr.fig11', FIG11_SLOPE)) for a, r in enumerate(c['relu'].values)]
-    bt = m['by_training'].transpose('depth', 'relu', 'seed').values[depth == 1]
-    return judge_all(parts + [Check('one layer: dimensions collapsed by training, most in a run', int(bt.max()), 0,
-                                    fmt='g')])
+    bt = m['by_training'].transpose('depth', 'relu', 'seed').values[depth == 1]     # (1, relu, seed)
+    return judge_all(parts + [SeedChecks('one layer: dimensions collapsed by training, most in a seed\'s runs',
+                                         bt.max(axis=(0, 1)), 0, fmt='g', scale=1)])
 
 # %% ../../nbs/repro/02_toy_simulations.ipynb #64462be8
 def report_directclr_fig11(m11: xr.Dataset,  # `fig11_measures` over (depth, relu, seed)
