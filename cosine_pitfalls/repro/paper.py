@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # %% auto #0
-__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'PAPER', 'EFFECTS', 'Notebook', 'Section', 'PaperResult', 'section_ids',
-           'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of']
+__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'CITATIONS', 'PAPER', 'EFFECTS', 'Notebook', 'Section', 'Citation', 'PaperResult',
+           'section_ids', 'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of']
 
 # %% ../../nbs/repro/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
@@ -53,6 +53,34 @@ PAPERS = {
     'margins': 'Rho, Kim, Park, Park, Park - Understanding Contrastive Learning Through the Lens of Margins',
     'directclr': 'Jing, Vincent, LeCun, Tian - Understanding Dimensional Collapse in Contrastive '
                  'Self-Supervised Learning',
+}
+
+# %% ../../nbs/repro/00_paper.ipynb #f7576e7a
+@dataclass(frozen=True)
+class Citation:
+    "How to cite one of the five papers (never a result of ours)."
+    authors: str   # as printed on the copy we reproduce
+    title: str
+    venue: str     # where it appeared, or its status for the copy we reproduce
+    year: int
+    url: str       # its public copy
+
+    def __str__(self) -> str: return f'{self.authors}. {self.title}. {self.venue}, {self.year}. {self.url}'
+
+CITATIONS = {
+    'pitfalls': Citation('A. Draganov, S. Vadgama, E. J. Bekkers', 'The Hidden Pitfalls of the Cosine Similarity Loss',
+                         'HiLD workshop at ICML 2024 (poster); arXiv:2406.16468', 2024, 'https://arxiv.org/abs/2406.16468'),
+    'lee': Citation('C. Lee, S. Lim, K. Lee, J. Sohn', 'On the Similarities of Embeddings in Contrastive Learning',
+                    'ICML 2025 (poster); arXiv:2506.09781', 2025, 'https://arxiv.org/abs/2506.09781'),
+    'clop': Citation('H. Li, M. Nguyen, D. Pimentel-Alarcón (our copy: anonymous, under double-blind review)',
+                     'Preventing Collapse in Contrastive Learning with Orthonormal Prototypes (CLOP)',
+                     'arXiv:2403.18699', 2024, 'https://arxiv.org/abs/2403.18699'),
+    'margins': Citation('D. Rho, T. Kim, S. Park, J. Park, J. Park',
+                        'Understanding Contrastive Learning Through the Lens of Margins', 'arXiv:2306.11526', 2023,
+                        'https://arxiv.org/abs/2306.11526'),
+    'directclr': Citation('L. Jing, P. Vincent, Y. LeCun, Y. Tian',
+                          'Understanding Dimensional Collapse in Contrastive Self-Supervised Learning', 'ICLR 2022; '
+                          'arXiv:2110.09348', 2022, 'https://arxiv.org/abs/2110.09348'),
 }
 
 # %% ../../nbs/repro/00_paper.ipynb #f3d08016

@@ -10,18 +10,19 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable
 
-from .results import JOB_ENV, PROFILES, git_sha
+from .results import JOB_ENV, PROFILES, SHORT, clip, git_sha, short_answer
 from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
-from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_of, section_ids
+from .paper import CITATIONS, NOTEBOOKS, PAPER, PAPERS, SECTIONS, check_ids, notebook_of, section_ids
 from .plan import *
 from .pins import *
 
 # %% auto #0
-__all__ = ['NOTEBOOK_HTML', 'SCALE_NOTE', 'read_json', 'read_manifest', 'file_problem', 'result_problem', 'describe_environment',
-           'html_of', 'settle_widgets', 'static_widgets', 'settle_executed', 'reader_view', 'anchor_ids', 'render_html',
-           'render_missing', 'status', 'report_rows', 'report_header', 'write_report', 'write_report_html',
-           'report_problems', 'write_reports']
+__all__ = ['NOTEBOOK_HTML', 'GLANCE', 'SECTION_KIND', 'KINDS', 'PROFILE_SCALE', 'SCALE_NOTE', 'read_json', 'read_manifest',
+           'file_problem', 'result_problem', 'describe_environment', 'html_of', 'settle_widgets', 'static_widgets',
+           'settle_executed', 'reader_view', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
+           'overview_lines', 'papers_lines', 'profile_lines', 'gpu_lines', 'first_screen', 'rule_lines',
+           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports']
 
 # %% ../../nbs/repro/91_report.ipynb #e660cd5a
 def read_json(path: Path, default=None):
@@ -167,19 +168,52 @@ def settle_executed(path: str | Path,  # an executed notebook, rewritten in plac
     except Exception: return False                              # e.g. no writable Jupyter data folder
 
 # %% ../../nbs/repro/91_report.ipynb #d4767da2
-def reader_view(nb: dict) -> dict:   # an executed notebook (JSON)
-    "The notebook without its `#| hide` cells; papermill's injected cell carries the names it sets (`parameter_names`)."
+GLANCE = '## Results at a glance'   # a section notebook's closing summary: the page shows it after the claims
+
+def _defined(src: str) -> list[str]:
+    "The functions, classes and names a code cell defines at its top level."
     import ast
+    try: body = ast.parse(src).body
+    except SyntaxError: return []
+    names = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return names + [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+
+def reader_view(nb: dict) -> dict:   # an executed notebook (JSON)
+    """The notebook as a reader of its page meets it: without its `#| hide` cells; papermill's injected cell carrying
+    the names it sets (`parameter_names`); every code cell that prints nothing folded (`fold`: what it holds — the
+    code the package exports, the checks of that code, the parameters' defaults), and the code of every cell that
+    prints something folded above what it prints (`fold_input`), so that the claims are followed by their results,
+    not by the code; and the closing "Results at a glance" moved up to follow the claims."""
     out = copy.deepcopy(nb); cells = []
     for c in out['cells']:
         src = ''.join(c.get('source', ''))
-        if c['cell_type'] == 'code' and re.match(r'#\s*\|\s*hide\s*$', src.split('\n', 1)[0]): continue
-        if 'injected-parameters' in c.get('metadata', {}).get('tags', []):
-            try: names = [t.id for n in ast.parse(src).body if isinstance(n, ast.Assign) for t in n.targets
-                          if isinstance(t, ast.Name)]
-            except SyntaxError: names = []
-            c['metadata']['parameter_names'] = ', '.join(names)
+        first = src.split('\n', 1)[0]
+        if c['cell_type'] == 'code' and re.match(r'#\s*\|\s*hide\s*$', first): continue
+        tags = c.get('metadata', {}).get('tags', [])
+        if 'injected-parameters' in tags:
+            c['metadata']['parameter_names'] = ', '.join(_defined(src))
+        elif 'parameters' in tags:
+            c['metadata']['fold'] = "Parameters: the defaults (a profile's values follow, in papermill's cell)"
+        elif c['cell_type'] == 'code' and c.get('outputs'):      # a result: its code folded, what it prints shown
+            c['metadata']['fold_input'] = ('Code of this result' if re.search(r'\brun\.(want|save|shows)\(', src)
+                                           else 'Code')
+        elif c['cell_type'] == 'code' and src.strip():
+            names = _defined(src)
+            c['metadata']['fold'] = (f"Code ({', '.join(names[:6])}{', …' if len(names) > 6 else ''}), exported to the "
+                                     'package' if re.match(r'#\s*\|\s*export', first) and names else
+                                     'Code, exported to the package' if re.match(r'#\s*\|\s*export', first) else
+                                     'Checks of the code above (every line a test)' if re.search(r'\btest_\w+\(|\bassert\b', src)
+                                     else 'Code')
         cells.append(c)
+    heads = [k for k, c in enumerate(cells) if c['cell_type'] == 'markdown' and ''.join(c['source']).startswith(GLANCE)]
+    claims = next((k for k, c in enumerate(cells) if c['cell_type'] == 'markdown'
+                   and ''.join(c['source']).startswith('## The claims')), None)
+    if heads and claims is not None and heads[0] > claims:
+        a = heads[0]
+        b = next((k for k in range(a + 1, len(cells)) if cells[k]['cell_type'] == 'markdown'
+                  and re.match(r'#{1,2} ', ''.join(cells[k]['source']))), len(cells))
+        block = cells[a:b]; del cells[a:b]
+        cells[claims + 1:claims + 1] = block
     out['cells'] = cells
     return out
 
@@ -215,7 +249,11 @@ window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']],
 <script async src="{{ resources.mathjax_url }}"></script>
 {%- endblock html_head_js_mathjax -%}
 {% block codecell %}
-{%- if 'injected-parameters' in cell.metadata.get('tags', []) -%}
+{%- if cell.metadata.get('fold') -%}
+<details class="folded-code"><summary>{{ cell.metadata.get('fold') | escape }}</summary>
+{{ super() }}
+</details>
+{%- elif 'injected-parameters' in cell.metadata.get('tags', []) -%}
 <details class="injected-parameters"><summary>Parameters the profile set (papermill's injected cell):
 {{ cell.metadata.get('parameter_names', '') | escape }}</summary>
 {{ super() }}
@@ -224,6 +262,15 @@ window.MathJax = {tex2jax: {inlineMath: [['$', '$'], ['\\(', '\\)']],
 {{ super() }}
 {%- endif -%}
 {% endblock codecell %}
+{% block input_group -%}
+{%- if cell.metadata.get('fold_input') -%}
+<details class="folded-input"><summary>{{ cell.metadata.get('fold_input') | escape }}</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock input_group %}
 """
 
 def render_html(executed: str | Path,  # an executed notebook
@@ -287,7 +334,8 @@ def report_rows(out: Path,   # the output folder
                      fragile_why='', environment=None)
             if done:
                 r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'],
-                         untestable=summ.get('untestable', ''),
+                         untestable=summ.get('untestable', ''), created=str(summ.get('created') or '')[:10],
+                         parts=summ.get('parts') or [], parts_line=summ.get('parts_line', ''),
                          fragile=summ.get('fragile') is True,      # a summary from before the gate: not fragile
                          environment=describe_environment(_run_environment(man, i, summ.get('job_hash'))))
                 if summ.get('detect'): r['ours'] += f" — What this scale can detect: {summ['detect']}"
@@ -308,6 +356,8 @@ def report_rows(out: Path,   # the output folder
             page = html_of(f"{notebook_of(i).stem}.{summ['profile']}.ipynb", out) if done else None
             if page and page.exists(): r['notebook'] = str(page.relative_to(out))
             r['label'] = r['verdict'] + (' (fragile)' if r['fragile'] else '')     # what the verdict cell shows
+            r['verdict_line'] = r['label'] + (f" — {r['parts_line']}" if r.get('parts_line') else '')
+            r['short'] = short_answer(r)
             rows.append(r)
     return rows
 
@@ -332,14 +382,71 @@ def _totals(rows: list[dict]) -> str:
         return f'{v} {k}' + (f" ({', '.join(parts)})" if parts else '')
     return 'Totals: ' + ', '.join(word(k, v) for k, v in sorted(counts.items()))
 
-SCALE_NOTE = (
-    "**What the `cpu` profile can test.** It trains small networks for 220–1,000 optimizer steps a run on "
-    "scikit-learn's 8×8 digits (1,797 images), so it can show which way a setting moves a quantity that settles that fast — "
-    "embedding norms, obtuse positive pairs, spectra, variances of similarities, and orderings of accuracy "
-    "larger than its seed spread — and each training row says the smallest effect it detects. "
-    "It cannot test effects of ImageNet-scale data, hundreds of epochs, large-batch LARS, colour augmentation "
-    "or ViTs, nor accuracy gaps smaller than its detectable effect: those rows are `inconclusive` and say so, "
-    "counted apart in the totals as 'not testable at this scale'.",)
+# what a section's rows rest on: derivations checked numerically, toy simulations of the papers' dynamics, trained
+# networks judged over seeds (section 3's synthetic 3-D demo trains networks too)
+SECTION_KIND = {1: 'theory', 2: 'toy', 3: 'training', 4: 'training', 5: 'training'}
+KINDS = ('theory', 'toy', 'training')
+
+def _count(rows: list[dict]) -> str:
+    "The verdicts of `rows` counted: '3 agree · 1 corrected' ('—' where none)."
+    c = {}
+    for r in rows: c[r['verdict']] = c.get(r['verdict'], 0) + 1
+    order = [v for v in VERDICTS if v in c] + sorted(k for k in c if k not in VERDICTS)
+    return ' · '.join(f'{c[k]} {k}' for k in order) or '—'
+
+def overview_lines(rows: list[dict]) -> list[str]:
+    "The overview: one row per paper, one column per kind of evidence (theory, toy, training), the verdicts counted."
+    lines = ['| paper | ' + ' | '.join(f'{k} ({sum(SECTION_KIND[r["section"]] == k for r in rows)} rows)'
+                                     for k in KINDS) + ' | all |', '| --- |' + ' --- |' * (len(KINDS) + 1)]
+    for p in PAPERS:
+        mine = [r for r in rows if r['id'].split('.')[0] == p]
+        lines.append(f'| `{p}` | ' + ' | '.join(_count([r for r in mine if SECTION_KIND[r['section']] == k])
+                                              for k in KINDS) + f' | {_count(mine)} |')
+    lines.append('| **all** | ' + ' | '.join(_count([r for r in rows if SECTION_KIND[r['section']] == k])
+                                            for k in KINDS) + f' | {_count(rows)} |')
+    return lines
+
+def papers_lines() -> list[str]:
+    "The five papers, each as cited, under the short name the rows use."
+    return [f"- `{k}`: {c.authors}. [{c.title}]({c.url}). {c.venue}." for k, c in CITATIONS.items()]
+
+PROFILE_SCALE = {
+    'smoke': "`smoke` runs every cell at the smallest size, to test the code: its numbers say nothing about the papers.",
+    'cpu': ("`cpu` trains small networks for 220–1,000 optimizer steps a run on scikit-learn's 8×8 digits (1,797 "
+            "images): it can show which way a setting moves a quantity that settles that fast — embedding norms, "
+            "obtuse positive pairs, spectra, variances of similarities, and orderings of accuracy larger than its "
+            "seed spread. It cannot test effects of ImageNet-scale data, hundreds of epochs, large-batch LARS, colour "
+            "augmentation or ViTs, nor accuracy gaps below its detectable effect: those rows are `inconclusive`, "
+            "counted apart as 'not testable at this scale'."),
+    'cpu-long': "`cpu-long` is the `cpu` profile with longer training where its notebooks set it.",
+    'gpu': ("`gpu` trains ResNet-18 on CIFAR-scale data, for fewer epochs than the papers; each training row says the "
+            "smallest effect it detects."),
+    'paper': "`paper` trains at the papers' own datasets and schedules.",
+}
+SCALE_NOTE = (PROFILE_SCALE['cpu'],)
+
+def profile_lines(rows: list[dict]) -> list[str]:
+    "What the results on disk ran: each profile, its rows, the dates of their runs, and what its scale can test."
+    by = {}
+    for r in rows:
+        if r.get('scale'): by.setdefault(r['scale'], []).append(r)
+    if not by: return ['Nothing has run yet: every row below is `not run` (or `not yet implemented`).']
+    out = []
+    for prof, rs in by.items():
+        days = sorted({r['created'] for r in rs if r.get('created')})
+        when = (f', run {days[0]}' + (f' to {days[-1]}' if days[-1] != days[0] else '')) if days else ''
+        out.append(f"**Ran:** the `{prof}` profile, {len(rs)} of {len(rows)} rows{when}. {PROFILE_SCALE[prof]}")
+    return out
+
+def gpu_lines(rows: list[dict]) -> list[str]:
+    "What the `gpu` profile would be for: the training rows this run could not test, and how to price it first."
+    train = [r for r in rows if SECTION_KIND[r['section']] == 'training' and r.get('scale')]
+    if not train or all(r['scale'] in ('gpu', 'paper') for r in train): return []
+    open_ = [r for r in train if r['verdict'] == 'inconclusive']
+    scale = sum(bool(r.get('untestable')) for r in open_)
+    return [f"**Left open:** {len(open_)} of the {len(train)} training rows are `inconclusive` ({scale} not testable "
+            "at this scale). The `gpu` profile trains them at a larger scale; `cosine-pitfalls reproduce --profile gpu "
+            "--preflight` plans and prices it on your GPU before anything trains."]
 
 def _environments(rows: list[dict]) -> list[str]:
     "The lines saying which environment computed the rows on disk (one line, or one per environment)."
@@ -354,15 +461,23 @@ def _environments(rows: list[dict]) -> list[str]:
              'of one environment):'] + [f'- {env}: {len(ids)} results ({", ".join(ids[:3])}'
                                         f'{", …" if len(ids) > 3 else ""})' for env, ids in envs.items()])
 
-def report_header(man: dict,               # the manifest
-                  rows: list[dict] = (),   # the report's rows (`report_rows`): which environment computed them
-                 ) -> list[str]:
-    "The report's opening lines: what a row shows, the verdict rule and its qualifiers, what computed the rows."
-    envs = _environments(rows)
+def first_screen(rows: list[dict]) -> list[str]:
+    """The report's first screen, in markdown: the five papers, what ran at which scale, the totals, the overview by
+    paper and kind, what the `gpu` profile is for."""
     return ['# Reproduction report', '',
+            'Five papers on the cosine similarity in contrastive and self-supervised learning, each claim set beside '
+            'what our run computed:', '', *papers_lines(), '', '## What held', '',
+            *[l for p in profile_lines(rows) for l in (p, '')], _totals(rows), '', *overview_lines(rows), '',
+            *[l for g in gpu_lines(rows) for l in (g, '')]]
+
+def rule_lines() -> list[str]:
+    "How to read a row: the verdict rule and its qualifiers."
+    return ['## How to read a row', '',
             "Each row sets **the paper's** statement (copied from the paper; not computed here) beside "
             "**ours** (computed by the run on disk, at the scale shown), with links to the result's table, "
-            "dataset and figure. Every verdict is decided by its notebook from its own numbers, by one rule:",
+            "dataset and figure. The verdict counts what its parts say (e.g. `inconclusive — 4 parts agree, "
+            "1 not testable at this scale`); a control of ours is shown beside a claim and never decides it. Every "
+            "verdict is decided by its notebook from its own numbers, by one rule:",
             '',
             *[f'- `{v}`: {VERDICT_RULE[v]}' for v in VERDICTS], '',
             'and two qualifiers:', '',
@@ -371,10 +486,17 @@ def report_header(man: dict,               # the manifest
             'cell; the totals count them. '
             'An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
             "(Holm across the claim's parts), and never below one test image. "
-            '`not run`, `failed`, `damaged`, `no notebook` and `not yet implemented` mean there is no number of ours.', '',
-            *SCALE_NOTE, '',
+            '`not run`, `failed`, `damaged`, `no notebook` and `not yet implemented` mean there is no number of ours.', '']
+
+def report_header(man: dict,               # the manifest
+                  rows: list[dict] = (),   # the report's rows (`report_rows`)
+                 ) -> list[str]:
+    "The report's opening: the first screen (papers, what held), then how to read a row and what computed it."
+    envs = _environments(rows)
+    return [*first_screen(list(rows)), *rule_lines(),
             f"git: `{man.get('git_sha', 'n/a')}`; device: {man.get('environment', {}).get('device', 'n/a')}; "
             f"updated {man.get('updated', 'n/a')}", '', *envs, *([''] if envs else [])]
+
 
 # %% ../../nbs/repro/91_report.ipynb #5aab5fc6
 _FILE_NAMES = {'tables': 'table', 'results': 'data', 'figures': 'figure'}
@@ -386,6 +508,12 @@ def _report_inputs(out: str | Path, nbs: str | Path | None) -> tuple[Path, dict,
         raise ValueError(f"out: folder {str(out)!r} does not exist (give the folder a reproduction wrote to)")
     man = read_manifest(out)
     return out, man, report_rows(out, find_nbs(nbs), man)
+
+def _folded_md(r: dict) -> str:
+    "The ours cell: the short answer, the whole text folded beneath it where longer."
+    full = ' '.join(str(r['ours']).split())
+    if len(full) <= SHORT: return full
+    return f"<details><summary>{r['short']}</summary>{full}</details>"
 
 def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Rebuild `report.md` in the existing folder `out` from the results on disk."
@@ -402,17 +530,14 @@ def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> 
         mine = [r for r in rows if r['section'] == s]
         for r in mine:
             links = ' · '.join(f'[{_FILE_NAMES.get(f.split("/")[0], f)}]({f})' for f in r['files'])
-            lines.append(
-                f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(r['ours'])} | {r['scale']} | {r['label']} "
-                         f"| {links} |")
+            lines.append(f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(_folded_md(r))} | {r['scale']} | "
+                         f"{_cell(r['verdict_line'])} | {links} |")
         lines.append('')
         if any(r['figure'] for r in mine):
             lines += [f'### Figures of section {s}', '']
             for r in mine:
                 if r['figure']:
                     lines += [f"#### `{r['id']}` ({r['label']})", '', f"![{r['id']}]({r['figure']})", '']
-    at = next(k for k, l in enumerate(lines) if l.startswith('## Section'))
-    lines[at:at] = [_totals(rows), '']
     return atomic_write_text(out/'report.md', '\n'.join(lines) + '\n')
 
 # %% ../../nbs/repro/91_report.ipynb #0e203206
@@ -429,6 +554,8 @@ figcaption { font-size: 0.9em; color: #555; }
 .differ, .failed { color: #cf222e; } .inconclusive, .rebuilt { color: #0550ae; }
 .not-run, .not-yet-implemented { color: #777; }
 .fragile { font-style: italic; text-decoration: underline dotted; cursor: help; }
+.parts { font-weight: normal; white-space: normal; font-size: 0.9em; color: #444; }
+details > summary { cursor: pointer; } .overview td, .overview th { white-space: nowrap; }
 """
 
 def _inline(text) -> str:
@@ -452,7 +579,11 @@ def _row_html(r: dict, out: Path) -> str:
     why = f' title="{e("fragile: " + r["fragile_why"])}"' if r.get('fragile') else ''
     kind = r['verdict'].replace(' ', '-') + (' fragile' if r.get('fragile') else '')
     verdict = f'<span class="verdict {kind}"{why}>{e(label)}</span>'
-    cells = [idc, _inline(r['paper']), _inline(r['ours']), e(r['scale']), verdict, files]
+    if r.get('parts_line'): verdict += f'<br><span class="parts">{e(r["parts_line"])}</span>'
+    full = ' '.join(str(r['ours']).split())
+    ours = (_inline(full) if len(full) <= SHORT else
+            f'<details><summary>{_inline(r.get("short") or clip(full, SHORT))}</summary>{_inline(full)}</details>')
+    cells = [idc, _inline(r['paper']), ours, e(r['scale']), verdict, files]
     rows = '<tr>' + ''.join(f'<td>{c}</td>' for c in cells) + '</tr>'
     if r['figure']:
         rows += (f'\n<tr class="figure"><td colspan="6"><figure><img src="{_data_uri(out/r["figure"])}" '
@@ -467,6 +598,11 @@ def _environments_html(rows: list[dict]) -> list[str]:
     if len(lines) <= 1: return [f'<p>{_inline(l)}</p>' for l in lines]
     return [f'<p>{_inline(lines[0])}</p>', '<ul>' + ''.join(f'<li>{_inline(l[2:])}</li>' for l in lines[1:]) + '</ul>']
 
+def _markdown_html(lines: list[str]) -> str:
+    "Markdown lines (the report's first screen and rule) as HTML, by the renderer nbconvert itself uses."
+    import mistune
+    return mistune.create_markdown(plugins=['table'])('\n'.join(lines))
+
 def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None) -> Path:
     "Write `report.html` in the existing folder `out`: the report's rows, IDs linked into the rendered notebooks."
     (out, man, rows), e = _report_inputs(out, nbs), html.escape
@@ -474,26 +610,10 @@ def write_report_html(out: str | Path = 'outputs', nbs: str | Path | None = None
     parts = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f'<title>Reproduction report</title><style>{_REPORT_CSS}</style></head><body>',
-             '<h1>Reproduction report</h1>',
-             "<p>Each row sets <strong>the paper's</strong> statement (copied from the paper; not computed "
-             "here) beside <strong>ours</strong> (computed by the run on disk, at the scale shown). Each ID "
-             "links to the heading that introduces it in the rendered notebook that computed it; the last "
-             "column links the result's table, dataset and figure, and the figure is shown under its row. "
-             "Every verdict is decided by its notebook from its own numbers, by one rule:</p>",
-             '<ul>' + ''.join(f'<li><code>{v}</code>: {_inline(VERDICT_RULE[v])}</li>'
-                              for v in VERDICTS) + '</ul>',
-             '<p>and two qualifiers:</p>',
-             '<ul>' + ''.join(f'<li><code>{t}</code>: {_inline(VERDICT_TERMS[t])}</li>'
-                              for t in VERDICT_TERMS) + '</ul>',
-             '<p>A fragile verdict shows as, e.g., <code>agree (fragile)</code>, its deciding part and margin at the end '
-             'of the ours cell and on the verdict (hover); the totals count them. An effect over seeds counts only where a paired t-test over seeds rejects at 5 % per claim '
-             "(Holm across the claim's parts), and never below one test image. <code>not run</code>, "
-             '<code>failed</code>, <code>damaged</code>, <code>no notebook</code> and <code>not yet implemented</code> mean '
-             'there is no number of ours.</p>',
-             *[f'<p>{_inline(s)}</p>'.replace('**', '') for s in SCALE_NOTE],
+             _markdown_html(first_screen(rows)).replace('<table>', '<table class="overview">', 1),
+             _markdown_html(rule_lines()),
              f"<p>git: <code>{e(str(man.get('git_sha', 'n/a')))}</code>; device: "
-             f"{e(str(env.get('device', 'n/a')))}; "
-             f"updated {e(str(man.get('updated', 'n/a')))}. {_totals(rows)}.</p>",
+             f"{e(str(env.get('device', 'n/a')))}; updated {e(str(man.get('updated', 'n/a')))}.</p>",
              *_environments_html(rows)]
     for s, sec in SECTIONS.items():
         pages = [p for n in sec.notebooks for p in sorted((out/NOTEBOOK_HTML).glob(f'{n.stem}.*.html'))]
