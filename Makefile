@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PROFILE ?= cpu
 
-.PHONY: setup reproduce test sync nbtest smoke nbtest-gpu pytest bench lab readme
+.PHONY: setup reproduce test sync nbtest smoke nbtest-gpu pytest bench null-breaks lab readme
 
 setup: $(STAMP)
 
@@ -61,6 +61,10 @@ nbtest-gpu: setup
 # `make test` passes SMOKE_OUT (the smoke reproduction it just ran); a plain `make pytest` runs one in pytest's tmp
 pytest:
 	COSINE_PITFALLS_SMOKE=$(SMOKE_OUT) $(BIN)/python -m pytest -rs -n auto --maxprocesses 4 --dist loadfile --durations 15 tests
+
+# the null tests against three broken copies of the gate's rule (Holm, testability, controls): which tests catch each
+null-breaks: setup
+	$(BIN)/python tools/break_gate.py --out outputs/checks/null_breaks.md
 
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks

@@ -134,3 +134,25 @@ def smoke_copy(smoke, tmp_path):
     out = tmp_path/'smoke'
     shutil.copytree(smoke[0], out, symlinks=True)
     return out
+
+
+BREAKS = ('holm', 'testability', 'controls')
+
+
+@pytest.fixture(autouse=True)
+def _broken_gate(request, monkeypatch):
+    """With COSINE_PITFALLS_BREAK_GATE set, the null tests (test_null_*.py) judge through a broken copy of the rule:
+    'holm' (every part at the claim's level), 'testability' (any part may say differ: no paper effect, detectable
+    effect, headroom or margin's source needed), 'controls' (a control of ours decides like a part). Unset: nothing.
+    tools/break_gate.py runs them so, to show which break each test catches."""
+    brk = os.environ.get('COSINE_PITFALLS_BREAK_GATE', '')
+    if not brk or not request.module.__name__.startswith('test_null'):
+        yield; return
+    if brk not in BREAKS: raise pytest.UsageError(f'COSINE_PITFALLS_BREAK_GATE must be one of {BREAKS}; got {brk!r}')
+    from cosine_pitfalls.repro import verdicts as V
+    if brk == 'holm': monkeypatch.setattr(V, 'holm', lambda ps, alpha=V.ALPHA: [alpha] * len(list(ps)))
+    if brk == 'testability':
+        monkeypatch.setattr(V, '_why_untestable', lambda *a, **k: '')
+        monkeypatch.setattr(V, '_why_unresolved', lambda *a, **k: '')
+    if brk == 'controls': monkeypatch.setattr(V.Shown, '__new__', staticmethod(lambda cls, part: part))
+    yield

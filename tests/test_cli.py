@@ -110,8 +110,8 @@ def test_smoke_section1_registers_every_id(smoke):
     for i in PAPER: assert f'| `{i}` |' in rep
     for i in SECTION1:
         s = read_json(out/'results'/f'{i}.json')
-        label = s['verdict'] + (' (fragile)' if s.get('fragile') else '')
-        assert f"| {label} |" in rep.split(f'| `{i}` |')[1].split('\n')[0], i
+        label = s['verdict'] + (' (fragile)' if s.get('fragile') else '') + f" — {s['parts_line']}"
+        assert f"| {label} |" in rep.split(f'| `{i}` |')[1].split('\n')[0], i        # the verdict and its parts
 
 
 def test_smoke_kernel_is_pinned_and_recorded(smoke):
@@ -215,8 +215,10 @@ def test_files_get_the_usual_mode_and_the_report_links_them(smoke):
         assert f'[table](tables/{i}.md)' in row and f'[data](results/{i}.nc)' in row
         if PAPER[i].kind == 'figure':
             assert f'[figure](figures/{i}.png)' in row and f'![{i}](figures/{i}.png)' in rep
-    for link in [l.split('](')[1].split(')')[0] for l in rep.split('[')[1:] if '](' in l]:
-        assert (out/link).exists(), link
+    links = [l.split('](')[1].split(')')[0] for l in rep.split('[')[1:] if '](' in l]
+    assert sum(l.startswith('https://') for l in links) == 5              # the five papers, on the first screen
+    for link in links:
+        if not link.startswith('https://'): assert (out/link).exists(), link
 
 
 def test_kernel_warning_kept_out_of_our_output(smoke):

@@ -110,3 +110,38 @@ def test_shape_check_catches_the_old_opening():
     assert any('no claims table' in p for p in found)
     assert any('97 lines' in p for p in found) and any('PARAMS list' in p for p in found)
     assert any('56 lines' in p for p in found) and any('parameter_values' in p for p in found)
+
+
+# Words of the workshop: issue numbers, our fixtures' and output folders' names, notes of our reviews. A section
+# notebook is a page a reader opens beside the paper; none of these mean anything there.
+WORKSHOP = re.compile(r'\bissues? \d+|\bsmoke_after\w*|\breview of issue|\bconftest\b|\bsmoke_copy\b',
+                      re.I)
+# a hand-written number of one of our runs: "In the `cpu` run (2026-11-27 …)", a date beside a profile. Numbers of a
+# run reach a page only from code (`SectionRun.shows`, the notebook's `report_<id>` functions), which print the
+# profile and date of the run they read.
+RUN_PROSE = re.compile(r'In the `(?:smoke|cpu|cpu-long|gpu|paper)` run|`(?:smoke|cpu|cpu-long|gpu|paper)` run \(\d{4}'
+                       r'|\b20\d\d-\d\d-\d\d\b')
+
+
+def workshop_words(text: str) -> list[str]:
+    "The workshop words in `text`."
+    return sorted(set(m.group(0) for m in WORKSHOP.finditer(text)))
+
+
+@pytest.mark.parametrize('file', SECTION_FILES)
+def test_no_workshop_words_and_no_hand_written_run_numbers(file):
+    """No cell of a section notebook names an issue, a fixture or an output folder of ours; no markdown cell states a
+    number of one of our runs (those are printed by code, with the run's profile and date)."""
+    cells = _cells(file)
+    found = {k: workshop_words(src) for k, (kind, src, _) in enumerate(cells) if workshop_words(src)}
+    assert not found, f'{file}: workshop words in cells {found}'
+    prose = {k: RUN_PROSE.findall(src) for k, (kind, src, _) in enumerate(cells)
+             if kind == 'markdown' and RUN_PROSE.search(src)}
+    assert not prose, f'{file}: markdown cells state numbers of a run by hand: {prose}'
+
+
+def test_the_scans_catch_what_they_look_for():
+    assert workshop_words('as issue 18 measured, in smoke_after_26c') == ['issue 18', 'smoke_after_26c']
+    assert workshop_words('the gradient of issue-free code; 18 issues') == []
+    assert RUN_PROSE.search('**What our run shows.** In the `cpu` run (2026-11-26) the closed form matched')
+    assert not RUN_PROSE.search("`cpu` does not train Fig. 6; the paper's drops are figure-only")

@@ -1,7 +1,7 @@
 """Section 4's judging functions on simulated results with no true effect (issue 25).
 
 Every verdict of `cosine_pitfalls.repro.directclr` goes through the one gate, so on null results a claim may say
-`differ` at most 5 % of the time. The shapes are the real `cpu` runs': 4 seeds; the settings the cpu profile
+`differ` no more often than its nominal level (tests/nullcheck.py). The shapes are the real `cpu` runs': 4 seeds; the settings the cpu profile
 trains (none, mlp2, directclr), and cpu-long's every setting where a claim has parts cpu cannot test; probe
 accuracies as binomial draws on the 1,797 digits the cross-validated probe predicts (a seed's level shared by its
 settings: the runs of one seed share data order and initialization); covariance spectra of r and of the
@@ -14,6 +14,7 @@ import pytest
 import xarray as xr
 
 from cosine_pitfalls.repro.verdicts import null_rates
+from nullcheck import check_blind, check_null
 from cosine_pitfalls.repro.directclr import (COLLAPSE, judge_fig12, judge_fig2, judge_fig9, judge_subvector,
                                        judge_table1, judge_table2)
 
@@ -84,11 +85,20 @@ CLAIMS = {
 }
 
 
+BLIND = {   # claims that cannot say differ in these shapes, and why: their tests assert exactly that
+    'fig12 (cpu, headroom 0.035)': "the raw pixels' headroom (0.035) is below the paper's effect (0.112)",
+    'table1 (cpu, headroom 0.035)': "the raw pixels' headroom (0.035) is below the paper's effects (0.038, 0.112)",
+    'table2 (cpu)': "the raw pixels' headroom (0.035) is below the paper's effect; the other projectors not trained",
+    'fig9 (cpu)': "the paper gives no effect in these parts' unit (a figure without a number)",
+    'fig2 (cpu scale)': "the paper gives no effect in these parts' unit (a figure without a number)",
+    'fig2 (at the paper scale)': "the paper gives no effect in these parts' unit (a figure without a number)"}
+
+
 @pytest.mark.parametrize('claim', list(CLAIMS))
 def test_null_false_differ(claim):
     r = null_rates(CLAIMS[claim], draws=DRAWS, seed=25)
-    print(f"{claim}: false differ {r['differ']:.3f}, false agree {r['agree']:.3f}, fragile {r['fragile']:.3f}")
-    assert r['differ'] <= LEVEL, (claim, r)
+    if claim in BLIND: check_blind(claim, r, BLIND[claim])
+    else: check_null(claim, r, DRAWS)
 
 
 def test_null_spectra_collapse_sometimes():

@@ -1,12 +1,13 @@
 """Section 5 part 1's judging functions on simulated results with no true effect, in the shapes of the `cpu`
 profile's data (3 seeds; its grids of λ, c, learning rate and batch size; kNN accuracies as binomial draws on the
 360 test digits, the k-fold probe on all 1,797; norms, shares and variances as noise without a trend), 1,000 claims
-each: a `differ` must stay at or below 5 % per claim (issue 25). The false-`agree` rate is printed."""
+each: a `differ` must stay within the gate's nominal level (tests/nullcheck.py). The false-`agree` rate is printed."""
 import numpy as np
 import pytest
 import xarray as xr
 
 from cosine_pitfalls.repro.verdicts import null_rates
+from nullcheck import check_blind, check_null
 from cosine_pitfalls.repro.embedding_norms import (CUT_DEFAULT, PAPER_WDS, chance_band, judge_cut_grid, judge_fig3,
                                              judge_fig4, judge_fig5, judge_lee, judge_table1, judge_table2,
                                              judge_table3, judge_table4)
@@ -170,6 +171,6 @@ CLAIMS = {
 
 @pytest.mark.parametrize('claim', list(CLAIMS))
 def test_no_false_differ(claim):
-    rates = null_rates(CLAIMS[claim], DRAWS, seed=25)
-    print(f"{claim}: false differ {rates['differ']:.3f}, agree {rates['agree']:.3f}, fragile {rates['fragile']:.3f}")
-    assert rates['differ'] <= 0.05, (claim, rates)
+    r = null_rates(CLAIMS[claim], DRAWS, seed=25)
+    if claim == 'pitfalls.fig4': check_blind(claim, r, "the paper gives no effect in these parts' unit (a figure without a number)")
+    else: check_null(claim, r, DRAWS)

@@ -1,13 +1,14 @@
 """Section 5b's judging functions on simulated results without any true effect (issue 25): every `judge_<id>` of
-`cosine_pitfalls.repro.prototypes_margins` goes through the one gate (`verdicts.judge_all`), so at most 5 % of null claims may
-come out `differ`. The null results have the real shapes: 3 seeds; the `cpu` grids where `cpu` trains (margins
+`cosine_pitfalls.repro.prototypes_margins` goes through the one gate (`verdicts.judge_all`), so null claims may come out `differ`
+no more often than its nominal level (tests/nullcheck.py). The null results have the real shapes: 3 seeds; the `cpu` grids where `cpu` trains (margins
 Figs. 3 and 5; `cpu-long`: clop Table 2), accuracies as binomial draws of the k-fold probe over all 1,797 digits;
 the `gpu` grids for the IDs `cpu` does not train (CIFAR-10/100's 10,000 test images, STL-10's 8,000, the k-fold
 probe over CIFAR's 60,000 images, ImageNet's 50,000 for margins Table 4), so that their judging paths run too.
 Every run of a draw takes one success rate per seed (a seed's runs share its initialization) plus its own
 training noise, the same for every setting: no effect (the cpu run's levels and spreads for the digits; for the gpu
 shapes the papers' levels, CLOP's top-1 ~0.6 and margins' CIFAR ~88 %, with spreads of a point). Each claim also reports how often one of its parts was
-testable (its `differ` path live: the paper's effect given, detectable below it, headroom above it)."""
+testable (its `differ` path live: the paper's effect given, detectable below it, headroom above it), and fails where
+that is too rare to see the rule."""
 import math, time
 
 import numpy as np
@@ -16,6 +17,7 @@ import xarray as xr
 
 import cosine_pitfalls.repro.prototypes_margins as pm
 from cosine_pitfalls.repro.verdicts import Comparison, null_rates
+from nullcheck import check_blind, check_null
 
 DRAWS, SEEDS = 1000, 3
 # The cpu run before issue 25 (/tmp/cpu_before/results/margins.fig3.nc, .fig5.nc): the k-fold top-1 of the settings
@@ -50,11 +52,6 @@ def mask_of(coords: dict, runs: list) -> np.ndarray:
     m = np.zeros(tuple(len(v) for v in coords.values()), bool)
     for r in runs: m[tuple(list(v).index(x) for v, x in zip(coords.values(), r))] = True
     return m
-
-
-def live(j) -> bool:
-    "Whether one of the claim's parts could have said `differ` (testable)."
-    return any(isinstance(p, Comparison) and p.paper is not None and not p.why for p in j.parts)
 
 
 # ---- the claims, each a function rng -> Judgement on one null draw ------------------------------------------
@@ -93,6 +90,17 @@ T5F = {k: (Template({'model': ['moco_v3', 'simclr'], 'c': cs + [math.inf]}), n) 
 T6F = Template({'s': [1.0, 20.0], 'c': [1 / 3, 0.5, 0.7, 1.0, 1.5, 2.5, 5.0, math.inf]})
 T7F = Template({'model': ['moco_v3', 'simclr'], 'm1': [0.0, 0.2, 0.4, 0.8, 1.6, 3.1]})
 res = lambda n, pct=True: (100 if pct else 1) / n
+# margins Fig. 3 as the cpu run measured it: the baseline at 5x the paper's rate worth 1.22 points more than at the
+# paper's rate, runs of one seed paired to ~0.11 points (the run's s 20 − s 1 at 5x: −0.705 ± 0.093 over 3 seeds),
+# and no effect of s at all. The paper's comparison (one rate) is null; the control against the other rate is not
+RATE_GAIN, PAIRED_SD = 1.22, 0.11
+
+
+def fig3_with_a_rate_effect(rng):
+    t, _ = T3F['cpu']
+    v = 97.0 + 0.8 * rng.standard_normal(SEEDS) + PAIRED_SD * rng.standard_normal(t.shape + (SEEDS,))
+    v[:, :, 1] += RATE_GAIN                                              # lrf = 5: every run at 5x the rate
+    return pm.judge_margins_fig3(t.fill(v), res(N_KFOLD_DIGITS))
 
 CLAIMS = {
     'clop.fig6 (gpu)': lambda rng: pm.judge_clop_fig6(D6(rng), res(N_CIFAR, False)),
@@ -116,6 +124,7 @@ CLAIMS = {
         T4M.fill(draw(rng, T4M.shape, N_IMAGENET, 0.69, 0.002, 0.002)), res(N_IMAGENET)),
     **{f'margins.fig3 ({k})': (lambda rng, t=t, n=n: pm.judge_margins_fig3(t.fill(draw(rng, t.shape, n)), res(n)))
        for k, (t, n) in T3F.items()},
+    'margins.fig3 (cpu, the rate worth 1.22 points)': fig3_with_a_rate_effect,
     'margins.fig4 (gpu)': lambda rng: pm.judge_margins_fig4(T4F.fill(draw(rng, T4F.shape, N_CIFAR, 0.88)),
                                                             res(N_CIFAR)),
     **{f'margins.fig5 ({k})': (lambda rng, t=t, n=n: pm.judge_margins_fig5(t.fill(draw(rng, t.shape, n)), res(n)))
@@ -127,18 +136,19 @@ CLAIMS = {
 }
 
 
+BLIND = {   # claims that cannot say differ in these shapes, and why: their tests assert exactly that
+    **{k: "the paper gives no effect in these parts' unit (a figure without a number)" for k in ('clop.fig6 (gpu)', 'clop.fig7 (gpu)', 'margins.fig4 (gpu)', 'margins.fig6 (gpu)')},
+    'margins.fig5 (cpu)': "the paper gives no effect in these parts' unit (a figure without a number); the grid has one c, so no 'negligible' part",
+    'margins.fig5 (cpu-long)': "the paper gives no effect for the smallest c; 'negligible' has a margin of ours",
+    'margins.table1 (gpu)': "'does not significantly improve' has a margin of ours (one point): it can agree, never differ"}
+
+
 @pytest.mark.parametrize('claim', list(CLAIMS))
 def test_null_false_differ(claim):
-    "At most 5 % of null claims say differ; the false-agree rate and the share of live differ paths printed."
-    judged, testable = CLAIMS[claim], []
-    def judge(rng):
-        j = judged(rng); testable.append(live(j)); return j
-    t = time.perf_counter()
-    r = null_rates(judge, DRAWS, seed=25)
-    print(f"{claim}: differ {r['differ']:.3f}, agree {r['agree']:.3f}, inconclusive {r['inconclusive']:.3f}, "
-          f"fragile {r['fragile']:.3f}; a part testable in {np.mean(testable):.2f} of draws "
-          f"({time.perf_counter() - t:.1f} s)")
-    assert r['differ'] <= 0.05, (claim, r)
+    "Null claims say differ no more often than the gate's level; a part could say differ in enough of the draws."
+    r = null_rates(CLAIMS[claim], DRAWS, seed=25)
+    if claim in BLIND: check_blind(claim, r, BLIND[claim])
+    else: check_null(claim, r, DRAWS)
 
 
 def test_untrained_is_inconclusive():

@@ -43,6 +43,51 @@ def test_report_html_parsed(smoke):
         assert f'id="{i}"' in (out/page).read_text(), i
 
 
+def test_pages_and_report_carry_no_workshop_words(smoke):
+    "report.md, report.html and every rendered page: no issue number, fixture or folder name of ours (a reader's text)."
+    from test_notebook_shape import workshop_words
+    out, _ = smoke
+    texts = {p.name: p.read_text(encoding='utf-8') for p in [out/'report.md', out/'report.html',
+                                                            *sorted((out/'notebooks').glob('*.html'))]}
+    assert len(texts) >= 8, sorted(texts)
+    found = {name: workshop_words(t) for name, t in texts.items() if workshop_words(t)}
+    assert not found, found
+
+
+FIRST_FIGURE_LINES = 60   # lines of visible code a reader of a section page scrolls past before its first figure
+
+
+def visible_code_before_first_figure(page: str) -> int | None:
+    "Lines of code shown (not folded in a <details>) before a page's first figure; None where it has no figure."
+    import re
+    shown = re.sub(r'<details\b.*?</details>', '', page, flags=re.S)
+    at = shown.find('<img')
+    if at < 0: return None
+    pres = re.findall(r'<div class="highlight[^"]*"><pre>(.*?)</pre>', shown[:at], flags=re.S)
+    return sum(len(p.strip('\n').splitlines()) for p in pres)
+
+
+def test_a_page_reaches_its_first_figure_soon(smoke):
+    """Each rendered section page folds the code that prints nothing (the package's code and its checks) and shows its
+    results at a glance after the claims: its first figure comes within `FIRST_FIGURE_LINES` lines of visible code."""
+    out, _ = smoke
+    lines = {p.name: visible_code_before_first_figure(p.read_text(encoding='utf-8'))
+             for p in sorted((out/'notebooks').glob('0[1-5]*.html'))}
+    assert len(lines) == 6 and all(v is not None for v in lines.values()), lines
+    assert all(v <= FIRST_FIGURE_LINES for v in lines.values()), lines
+    p = (out/'notebooks'/'05b_prototypes_margins.smoke.html').read_text(encoding='utf-8')
+    assert p.index('Results at a glance') < p.index('id="clop.fig6"'), 'the summary follows the claims'
+    assert '<details class="folded-code"><summary>Code (' in p and 'exported to the package</summary>' in p
+
+
+def test_the_figure_count_sees_code(tmp_path):
+    page = ('<div class="highlight hl-ipython3"><pre>a = 1\nb = 2\n</pre></div>'
+            '<details class="folded-code"><summary>Code</summary><div class="highlight hl-ipython3"><pre>x\ny\nz</pre>'
+            '</div></details><img src="x.png">')
+    assert visible_code_before_first_figure(page) == 2
+    assert visible_code_before_first_figure('<p>no figure</p>') is None
+
+
 def test_executed_notebooks_read_well(smoke):
     "Title first, no TqdmWarning, bars saved as widgets (text: their last line), trusted; one line each on the page."
     (out, _), bars = smoke, 0
