@@ -414,7 +414,8 @@ class Judgement(tuple):
         "Each part as [what it says, its text]: the deciding parts (see `tally`), then the controls ('shown')."
         kind = lambda p: (p[0] if p[0] != 'inconclusive' else
                           'not testable at this scale' if getattr(p, 'untestable', '') else 'within noise')
-        text = lambda p: f'{p.label}: not tested, {p.why} → inconclusive' if isinstance(p, Untested) else p[1]
+        text = lambda p: (f'{p.label}: not tested, {p.why} → inconclusive' if isinstance(p, Untested) and p.why not in p[1]
+                          else p[1])           # an Untested's text carries its reason (some carry it already)
         return [[kind(p), text(p)] for p in self.parts] + [['shown', s[1]] for s in self.shown]
 
     @property
