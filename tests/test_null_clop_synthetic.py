@@ -4,8 +4,6 @@ no more often than its nominal level (tests/nullcheck.py). The null results have
 result compares, kNN accuracy as binomial draws on the 450 unlabelled points (500 points, 10 % labelled), per
 (base, seed) success rates around the cpu run's accuracies (every variant of a (base, seed) shares its rate: no
 effect); the continuous metrics (class |cos|, effective rank) as Gaussian noise around a shared value."""
-import time
-
 import numpy as np
 import pytest
 import xarray as xr

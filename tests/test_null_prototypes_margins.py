@@ -9,14 +9,14 @@ training noise, the same for every setting: no effect (the cpu run's levels and 
 shapes the papers' levels, CLOP's top-1 ~0.6 and margins' CIFAR ~88 %, with spreads of a point). Each claim also reports how often one of its parts was
 testable (its `differ` path live: the paper's effect given, detectable below it, headroom above it), and fails where
 that is too rare to see the rule."""
-import math, time
+import math
 
 import numpy as np
 import pytest
 import xarray as xr
 
 import cosine_pitfalls.repro.prototypes_margins as pm
-from cosine_pitfalls.repro.verdicts import Comparison, null_rates
+from cosine_pitfalls.repro.verdicts import null_rates
 from nullcheck import check_blind, check_null
 
 DRAWS, SEEDS = 1000, 3

@@ -32,21 +32,20 @@ from ..train import (TrainConfig, build_model, encode, evaluate, load_model, sub
 # %% auto #0
 __all__ = ['CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT', 'T3_JUDGED',
            'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS', 'EMA_PUBLISHED',
-           'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'M_SOURCE', 'SETTINGS_COMPARED', 'UNIT', 'CURVE_STYLE',
-           'STABLE_BY_COLUMN', 'T2_VARIANTS', 'PROFILES', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve',
-           'clop_settings', 'table2_variants', 'imagenet_runs', 'margins_settings', 'settings_5b', 'half_life',
-           'parse_5b', 'trained_ids', 'settings_plan', 'data_needs', 'run_steps', 'plan_runs', 'chance_band',
-           'margin_role', 'Cells', 'claim', 'within', 'bound', 'drop_parts', 'untested', 'paper_text',
-           'judge_untrained', 'status_note', 'gain_txt', 'keep', 'detect_text', 'untrained_report', 'ms_status',
-           'status_panel', 'curve_cells', 'two_panels', 'judge_clop_fig6', 'drops', 'report_clop_fig6',
-           'untrained_probe', 'lars_runs', 'lars_check', 'judge_clop_fig7', 'report_clop_fig7', 'judge_clop_table1',
-           'table1_figure', 'clop_table1_top1', 'report_clop_table1', 'macc', 'target_drift', 'probe_runs', 'fig_acc',
-           'judge_clop_ablation', 'bars', 'report_clop_ablation', 'gain_panel', 'by_dataset', 'judge_margins_table1',
-           'report_margins_table1', 'judge_margins_table2', 'variant_rows', 'gain_figure', 'transfer_probe',
-           'transfer_all', 'paper_pair', 'judge_margins_table3', 'trained_variants', 'transfer_targets',
-           'report_margins_table3', 'judge_margins_table4', 'curve_figure', 'judge_margins_fig3', 'report_margins_fig3',
-           'judge_margins_fig4', 'judge_margins_fig5', 'report_margins_fig5', 'judge_margins_fig6',
-           'report_margins_fig6', 'judge_margins_fig7', 'check_params']
+           'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'M_SOURCE', 'SETTINGS_COMPARED', 'UNIT', 'CURVE_STYLE', 'T2_VARIANTS',
+           'PROFILES', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants',
+           'imagenet_runs', 'margins_settings', 'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan',
+           'data_needs', 'run_steps', 'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound',
+           'drop_parts', 'untested', 'paper_text', 'judge_untrained', 'status_note', 'gain_txt', 'keep', 'detect_text',
+           'untrained_report', 'ms_status', 'status_panel', 'curve_cells', 'two_panels', 'judge_clop_fig6', 'drops',
+           'report_clop_fig6', 'untrained_probe', 'lars_runs', 'lars_check', 'judge_clop_fig7', 'report_clop_fig7',
+           'stable_margin', 'judge_clop_table1', 'table1_figure', 'clop_table1_top1', 'report_clop_table1', 'macc',
+           'target_drift', 'probe_runs', 'fig_acc', 'judge_clop_ablation', 'bars', 'report_clop_ablation', 'gain_panel',
+           'by_dataset', 'judge_margins_table1', 'report_margins_table1', 'judge_margins_table2', 'variant_rows',
+           'gain_figure', 'transfer_probe', 'transfer_all', 'paper_pair', 'judge_margins_table3', 'trained_variants',
+           'transfer_targets', 'report_margins_table3', 'judge_margins_table4', 'curve_figure', 'judge_margins_fig3',
+           'report_margins_fig3', 'judge_margins_fig4', 'judge_margins_fig5', 'report_margins_fig5',
+           'judge_margins_fig6', 'report_margins_fig6', 'judge_margins_fig7', 'check_params']
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #a32766d5
 CLOP_ROLES, MARGIN_ROLES = ('C-100', 'TIN'), ('C-10', 'C-100', 'STL', 'TIN')   # the papers' datasets
@@ -737,9 +736,10 @@ def report_clop_fig7(f7: xr.Dataset,   # Fig. 7's runs (labels, variant, lr, see
     return tab7, ours7, fig
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #e26cc170
-# "stable" in clop Table 1's own columns: the widest top-1 gap from λ 1 among the λ it calls stable (C-100: λ 0.5's
-# .740 against .754; Tiny-ImageNet: λ 0.1's .616 against .696)
-STABLE_BY_COLUMN = {'C-100': 0.014, 'TIN': 0.08}
+def stable_margin(paper: dict,  # one column's effects from the registry: 'λ 1 − λ 0.1' -> the paper's gap, …
+                 ) -> float:     # "stable" in that column: the widest top-1 gap from λ 1 of the λ the paper calls stable
+    "The paper's own widest gap from λ 1 in one column of clop Table 1 (λ 0.1, λ 0.5, and λ 1.5 through λ 0.1)."
+    return max(paper['λ 1 − λ 0.1'], paper['λ 1 − λ 0.5'], abs(paper['λ 1.5 − λ 0.1'] - paper['λ 1 − λ 0.1']))
 
 def judge_clop_table1(ds: xr.Dataset,    # `top1` (dataset, lam, seed): SupCon + CLOP top-1 (fraction), 100 % labels
                       resolution: dict,   # dataset -> one test image
@@ -754,7 +754,7 @@ def judge_clop_table1(ds: xr.Dataset,    # `top1` (dataset, lam, seed): SupCon +
         d = str(d); col = columns[d]
         acc = ds.top1.sel(dataset=d).rename(lam='variant').assign_coords(variant=labels)
         paper = {e.part.split(': ', 1)[1]: e.value for e in effects_of('clop.table1') if e.part.startswith(f'{col}: ')}
-        m = STABLE_BY_COLUMN[col]
+        m = stable_margin(paper)
         p = lambda_parts(acc, lams, labels, resolution=resolution[d], paper=paper, name=d, ceiling=1.0, margin=m,
                          margin_source=f"paper: clop Table 1's {col} column, whose widest gap from λ 1 ({m:g}) it calls "
                                        'stable')

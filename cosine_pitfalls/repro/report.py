@@ -18,11 +18,11 @@ from .plan import *
 from .pins import *
 
 # %% auto #0
-__all__ = ['NOTEBOOK_HTML', 'GLANCE', 'SECTION_KIND', 'KINDS', 'PROFILE_SCALE', 'SCALE_NOTE', 'read_json', 'read_manifest',
-           'file_problem', 'result_problem', 'describe_environment', 'html_of', 'settle_widgets', 'static_widgets',
-           'settle_executed', 'reader_view', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
-           'overview_lines', 'papers_lines', 'profile_lines', 'gpu_lines', 'first_screen', 'rule_lines',
-           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports']
+__all__ = ['NOTEBOOK_HTML', 'GLANCE', 'SECTION_KIND', 'KINDS', 'PROFILE_SCALE', 'read_json', 'read_manifest', 'file_problem',
+           'result_problem', 'describe_environment', 'html_of', 'settle_widgets', 'static_widgets', 'settle_executed',
+           'reader_view', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows', 'overview_lines',
+           'papers_lines', 'profile_lines', 'gpu_lines', 'first_screen', 'rule_lines', 'report_header', 'write_report',
+           'write_report_html', 'report_problems', 'write_reports']
 
 # %% ../../nbs/repro/91_report.ipynb #e660cd5a
 def read_json(path: Path, default=None):
@@ -423,7 +423,6 @@ PROFILE_SCALE = {
             "smallest effect it detects."),
     'paper': "`paper` trains at the papers' own datasets and schedules.",
 }
-SCALE_NOTE = (PROFILE_SCALE['cpu'],)
 
 def profile_lines(rows: list[dict]) -> list[str]:
     "What the results on disk ran: each profile, its rows, the dates of their runs, and what its scale can test."
@@ -445,7 +444,8 @@ def gpu_lines(rows: list[dict]) -> list[str]:
     open_ = [r for r in train if r['verdict'] == 'inconclusive']
     scale = sum(bool(r.get('untestable')) for r in open_)
     return [f"**Left open:** {len(open_)} of the {len(train)} training rows are `inconclusive` ({scale} not testable "
-            "at this scale). The `gpu` profile trains them at a larger scale; `cosine-pitfalls reproduce --profile gpu "
+            "at this scale). The `gpu` profile trains most of them at a larger scale (the `paper` profile the rest, at "
+            "the papers' own: each row's ours text says what it needs); `cosine-pitfalls reproduce --profile gpu "
             "--preflight` plans and prices it on your GPU before anything trains."]
 
 def _environments(rows: list[dict]) -> list[str]:
