@@ -25,12 +25,15 @@ def test_cli_preflight_of_section_4_smoke(cli):
 
 
 def test_gpu_profile_of_section_4_steps_every_path():
-    rep = pf.preflight('gpu', sections=[4], steps=1, **TINY)
+    from cosine_pitfalls.repro.price import preflight_price
+    rep = pf.preflight('gpu', sections=[4], steps=1, price=preflight_price, **TINY)
     assert rep.failures == [], rep.failures
     assert rep.runs == rep.distinct > len(rep.paths) >= 6 and all(p.step_s and p.step_s > 0 for p in rep.paths)
     assert rep.seconds['04_directclr'] > 0 and rep.largest[1]['total'] > rep.largest[1]['model'] > 0
     assert 'stepped at batch <= 4, side <= 8 px' in pf.report_text(rep)      # the reduction is said
-    assert rep.reference['04_directclr'] > 0 and 'estimated on one NVIDIA H100 (80 GB)' in pf.report_text(rep)   # issue 27.4
+    text = pf.report_text(rep)                    # each path's step, and the price on the GPU (repro.price)
+    assert text.count(' ms at batch ') == len(rep.paths) and 'price of the gpu profile on one NVIDIA H200' in text
+    assert 'per claim' in text and 'directclr.table1' in text, text
 
 
 def test_paper_profile_plans_imagenet_and_tiny_imagenet_runs():

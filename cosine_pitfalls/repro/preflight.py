@@ -19,10 +19,9 @@ from ..train import (DeviceChoices, TrainConfig, _channels, build_model, check_d
                                    device_choices, train)
 
 # %% auto #0
-__all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'H100', 'MEASURED', 'fill_placeholders',
-           'DataInfo', 'data_info', 'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate',
-           'CodePath', 'PreflightReport', 'preflight', 'step_flops', 'report_text', 'cli', 'reference_rates',
-           'add_reference', 'reference_lines', 'measured_lines', 'reference_cost', 'ddp_check']
+__all__ = ['STAND_INS', 'IMAGEFOLDER_ROLES', 'ABSENT', 'VALUE_ONLY', 'SWITCHES', 'fill_placeholders', 'DataInfo', 'data_info',
+           'small_data', 'path_key', 'activation_bytes', 'model_bytes', 'memory_estimate', 'CodePath',
+           'PreflightReport', 'preflight', 'step_flops', 'report_text', 'path_lines', 'cli', 'ddp_check']
 
 # %% ../../nbs/repro/93_preflight.ipynb #f4df195c
 STAND_INS = {   # an absent dataset: (training images, test images, classes), the sizes of the real one
@@ -209,6 +208,7 @@ class CodePath:
     bf16: bool = False               # measured under bf16 autocast
     peak_gib: float | None = None    # CUDA: measured peak at the stepped size
     error: str | None = None
+    seconds: float = 0.0             # its runs' optimizer steps on this device, estimated
 
 @dataclass
 class PreflightReport:
@@ -220,8 +220,7 @@ class PreflightReport:
     notes: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)      # notebook -> estimated training seconds on this device
     rates: dict = field(default_factory=dict)        # backbone -> (FLOP/s measured, how): the time estimate's basis
-    reference: dict = field(default_factory=dict)    # notebook -> seconds on the reference H100 (`H100`), trainer's rate
-    costly: list = field(default_factory=list)       # (seconds on the reference H100, run): where its time goes
+    price: list = field(default_factory=list)        # on a machine without CUDA: the profile priced on a GPU (`repro.price`)
     largest: tuple | None = None                     # (run, GiB dict)
     resume: str = ''
     planned_only: bool = False                       # steps=0: planned and checked, nothing stepped or estimated
@@ -232,7 +231,10 @@ def _run_name(nb: str, coords: dict) -> str:
     return f"{nb}[{', '.join(f'{k}={v}' for k, v in coords.items())}]"
 
 # %% ../../nbs/repro/93_preflight.ipynb #e27b1204
-def _plan(profile, only, sections, overrides, nbs, tmp: Path, rep: PreflightReport) -> list:
+def _plan(profile, only, sections, overrides, nbs, tmp: Path, rep: PreflightReport,
+          by_id: dict | None = None,   # filled with result ID -> the folders of the runs it needs, when given
+          placeholders: bool = True,   # give empty ImageFolder roots a placeholder (False: as the notebook runs)
+         ) -> list:
     "Every distinct run of the chosen notebooks: (name, TrainConfig, DataInfo), its data checked."
     import ast
     from cosine_pitfalls.repro.plan import notebook_params, plan as runner_plan
@@ -248,7 +250,7 @@ def _plan(profile, only, sections, overrides, nbs, tmp: Path, rep: PreflightRepo
         # the notebook's defaults, under the profile's values and the overrides (what papermill would run)
         defaults = {n: ast.literal_eval(src) for n, (_, src) in notebook_params(Path(job['notebook'])).items()}
         params = {**defaults, **job['params']}
-        filled = fill_placeholders(mod, params, profile)
+        filled = fill_placeholders(mod, params, profile) if placeholders else []
         if filled: rep.notes.append(f"{nb}: {', '.join(filled)} empty in the profile: placeholder roots, the runs "
                                     f"that need them are stepped on synthetic stand-ins")
         roles = {params[n]: r for (m, n), r in IMAGEFOLDER_ROLES.items() if m == mod and params.get(n)}
@@ -262,6 +264,10 @@ def _plan(profile, only, sections, overrides, nbs, tmp: Path, rep: PreflightRepo
                                             roles.get(data_kw[d]['data_path'])).n_train for d in used}
             planned = module.plan_runs(params, job['ids'], tmp/nb, **kw)['runs']
         except Exception as e: rep.failures.append((f'{nb} (planning)', _err(e))); continue
+        if by_id is not None:                    # each ID planned alone: the runs it needs (all, where it cannot be)
+            for i in job['ids']:
+                try: by_id[i] = {c.out_dir for _, c in module.plan_runs(params, [i], tmp/nb, **kw)['runs']}
+                except Exception: by_id[i] = {c.out_dir for _, c in planned}
         rep.runs += len(planned)
         for coords, cfg in planned:
             if cfg.out_dir in seen: continue                                  # the same run, trained once
@@ -354,6 +360,8 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
               budget_gib: float = 80.0,      # device memory a run may use (an H100 has 80 GB)
               cuda_path: bool = True,        # on the CPU, take the CUDA code path (bf16 autocast on the CPU, ...)
               log=print,                     # where progress lines go
+              price=None,                    # (profile, runs, by_id) -> lines: the price on a GPU, printed on a
+                                             # machine without CUDA (the CLI passes `repro.price.preflight_price`)
              ) -> PreflightReport:
     "Plan, check and step every run of a profile (see above); every failure named by its run."
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -366,7 +374,7 @@ def preflight(profile: str = 'gpu',         # smoke | cpu | gpu | paper
                           reduced)
     tmp = Path(tempfile.mkdtemp(prefix='preflight-'))
     try: return _preflight(rep, profile, only, sections, overrides, nbs, dev, batch_cap, side_cap, steps, budget_gib,
-                           cuda_path, log, tmp)
+                           cuda_path, log, tmp, price)
     finally: shutil.rmtree(tmp, ignore_errors=True)          # the stepped runs' folders: nothing is kept
 
 def _release() -> None:
@@ -379,10 +387,15 @@ def _release() -> None:
     except (OSError, AttributeError): pass                  # not glibc: nothing to trim
 
 def _preflight(rep, profile, only, sections, overrides, nbs, dev, batch_cap, side_cap, steps, budget_gib, cuda_path,
-               log, tmp) -> PreflightReport:
-    runs = _plan(profile, only, sections, overrides, nbs, tmp, rep)
+               log, tmp, price=None) -> PreflightReport:
+    by_id: dict = {}
+    runs = _plan(profile, only, sections, overrides, nbs, tmp, rep, by_id=by_id)
     paths: dict = {}
-    for r in runs: paths.setdefault(path_key(r[1]), CodePath([])).runs.append(r)
+    # a path at each batch and side it runs (as stepped: capped on the CPU), each timed there: a step on a GPU hardly
+    # grows with a small batch, so one batch scaled by FLOPs to 64x as many images overstated the gpu profile 2.7x
+    cap = lambda v, c: min(v, c) if c else v
+    for r in runs: paths.setdefault((path_key(r[1]), cap(r[1].batch_size, batch_cap), cap(r[2].side, side_cap)),
+                                    CodePath([])).runs.append(r)
     rep.paths = list(paths.values())
     log(f'preflight {profile}: {rep.runs} runs, {rep.distinct} distinct, {len(rep.paths)} code paths to step '
         f'on {rep.device}' + (f'; {rep.reduced}' if rep.reduced else ''))
@@ -398,6 +411,9 @@ def _preflight(rep, profile, only, sections, overrides, nbs, dev, batch_cap, sid
         if (i + 1) % 10 == 0: log(f'  {i + 1}/{len(rep.paths)} paths stepped ({time.time() - t0:.0f} s)')
     if rep.reduced: _measure_rates(rep, dev)
     _estimate(rep, batch_cap, side_cap, budget_gib, cuda_path, dev)
+    if dev.type != 'cuda' and price is not None:   # what it costs on the GPU it is meant for (`price.preflight_price`)
+        try: rep.price = price(profile, runs, by_id)
+        except Exception as e: rep.notes.append(f'no price on a GPU: {_err(e)}')
     ok = next((p for p in rep.paths if p.error is None), None)
     if ok is not None:
         try: rep.resume = _resume_check(ok, dev, batch_cap, side_cap, cuda_path, tmp)
@@ -412,10 +428,10 @@ def _estimate(rep: PreflightReport, batch_cap, side_cap, budget_gib, cuda_path, 
         if p.error: continue
         for name, cfg, info in p.runs:
             nb = name.split('[')[0]
-            if p.flops: add_reference(rep, name, cfg, info, p.flops)
             step = _step_seconds(rep, p, cfg, info)
             if step is None: continue                                        # no rate for its backbone: no estimate
             rep.seconds[nb] = rep.seconds.get(nb, 0.0) + step * _real_steps(cfg, info)
+            p.seconds += step * _real_steps(cfg, info)
             key = (path_key(cfg), cfg.head_width, cfg.head_out, cfg.queue_size, cfg.dino_out, info.classes)
             if key not in cache: cache[key] = model_bytes(cfg, info)
             m = memory_estimate(cfg, info, p.act, _choices(cfg, dev, cuda_path), cache[key])
@@ -509,7 +525,8 @@ def report_text(rep: PreflightReport) -> str:
                      f"probes and data loading not counted)")
         lines += [f"  rate: {r / 1e9:.1f} GFLOP/s, {how}" for r, how in rep.rates.values()]
     lines += [f"  {nb}: {_hours(s)}" for nb, s in rep.seconds.items()]
-    lines += reference_lines(rep)
+    lines += path_lines(rep)
+    lines += rep.price
     if rep.largest:
         n, m = rep.largest
         how = 'estimated' if rep.device.startswith('cpu') else 'estimated (the steps measured peaks of up to '\
@@ -522,79 +539,21 @@ def report_text(rep: PreflightReport) -> str:
     lines += [f"  FAILED {where}: {msg}" for where, msg in rep.failures]
     return '\n'.join(lines)
 
+def path_lines(rep: PreflightReport) -> list[str]:
+    "Every stepped path's measured step time on this device, and its runs' estimated time, costliest first."
+    done = sorted((p for p in rep.paths if p.step_s), key=lambda p: -p.seconds)
+    if not done: return []
+    return [f"step time of each code path on this device, as stepped ({'bf16' if any(p.bf16 for p in done) else 'fp32'} "
+            f"where its runs use it), costliest first:"] + \
+        [f"  {p.step_s * 1e3:8.1f} ms at batch {p.stepped[0]}, {p.stepped[1]} px: {len(p.runs)} run(s) "
+         f"{_hours(p.seconds)}, e.g. {p.runs[0][0]}" for p in done]
+
 def cli(profile: str, only=None, sections=None, overrides=None, nbs=None, **kw) -> int:
     "`cosine-pitfalls reproduce --preflight`: print the report; 0 when nothing failed, 1 otherwise."
     t0 = time.time()
     rep = preflight(profile, only, sections, overrides, nbs, log=lambda s: print(s, flush=True), **kw)
     print(report_text(rep)); print(f'preflight took {time.time() - t0:.0f} s')
     return 1 if rep.failures else 0
-
-# %% ../../nbs/repro/93_preflight.ipynb #63fa78e3
-H100 = dict(   # one H100, measured (issue 27, point 4): what a profile costs there, said on any machine
-    device='one NVIDIA H100 (80 GB)', date='2026-11-25', torch='2.14.1+cu130', cuda='13.0',
-    run='SimCLR, ResNet-18 (CIFAR stem), 32 px, batch 512, bf16 autocast + channels-last',
-    source='benchmarks/train_throughput.py --config cifar: the trainer and the model step, side by side in one run',
-    trainer_img_s=14_456, model_step_img_s=24_497,
-    flops_per_image=6_673_668_096.0)   # step_flops of that run (matmul/conv, forward + backward, both views)
-
-# a profile's own preflight on a lent GPU (every code path stepped there, eager): its estimate as it printed it
-# (benchmarks/measured/2026-11-27_h200/preflight_gpu.log)
-MEASURED = dict(gpu=dict(device='one NVIDIA H200', date='2026-11-27', torch='2.11.0+cu130', total='22.1 h',
-                         notebooks={'04_directclr': '36.4 min', '05a_embedding_norms': '4.7 h',
-                                    '05b_prototypes_margins': '16.8 h'}))
-
-def reference_rates(ref: dict = H100) -> tuple[float, float]:
-    "FLOP/s of the reference device in our trainer and in the model step alone: images/s × FLOPs per image."
-    return ref['trainer_img_s'] * ref['flops_per_image'], ref['model_step_img_s'] * ref['flops_per_image']
-
-def add_reference(rep: PreflightReport, name: str, cfg: TrainConfig, info: DataInfo,
-                  flops: tuple,           # `step_flops` of the run's model: (f0, f1)
-                  ref: dict = H100) -> None:
-    "Price one run on the reference device at its trainer's FLOP rate: steps × batch × FLOPs per image at its side."
-    s = _real_steps(cfg, info) * cfg.batch_size * (flops[0] + flops[1] * info.side ** 2) / reference_rates(ref)[0]
-    nb = name.split('[')[0]
-    rep.reference[nb] = rep.reference.get(nb, 0.0) + s; rep.costly.append((s, name))
-
-def reference_lines(rep: PreflightReport, ref: dict = H100, goal_h: float = 4.0) -> list[str]:
-    "What the profile costs on the reference device: in total, per notebook, its costliest runs, against the goal."
-    if not rep.reference: return []
-    (tr, ms), tot = reference_rates(ref), sum(rep.reference.values())
-    groups = {}                                    # a run's setting, its seeds summed: where the time goes
-    for s, n in rep.costly:
-        k = re.sub(r'(, )?seed=\d+', '', n).replace('[, ', '['); groups[k] = groups.get(k, 0.0) + s
-    top = sorted(((s, k) for k, s in groups.items()), reverse=True)[:5]
-    return [f"estimated on {ref['device']}, from rates measured there on {ref['date']} (torch {ref['torch']}, CUDA "
-            f"{ref['cuda']}; {ref['run']}: {ref['trainer_img_s']:,} img/s in our trainer, {ref['model_step_img_s']:,} "
-            f"for the model step alone, i.e. {tr / 1e12:.1f} and {ms / 1e12:.1f} TFLOP/s of matmul/conv, assumed for "
-            f"every run): {_hours(tot)} at the trainer's rate, {_hours(tot * tr / ms)} at the model step's pace "
-            f"(optimizer steps only)"] \
-        + [f"  {nb}: {_hours(s)}" for nb, s in rep.reference.items()] \
-        + [f"  costliest settings there (seeds summed): " + '; '.join(f'{n} {_hours(s)}' for s, n in top),
-           f"  goal <= {goal_h:g} GPU-hours on one H100: " + ('met' if tot <= goal_h * 3600
-                                                             else f'over by {_hours(tot - goal_h * 3600)}')] \
-        + measured_lines(rep.profile)
-
-def measured_lines(profile: str, measured: dict = MEASURED) -> list[str]:
-    "What the profile's own preflight estimated where it ran on a GPU (each path stepped there), if it has."
-    m = measured.get(profile)
-    if not m: return []
-    return [f"  measured: this profile's preflight on {m['device']} on {m['date']} (torch {m['torch']}, eager; every "
-            f"code path stepped at its real batch and side) estimated {m['total']} ("
-            + ', '.join(f'{nb} {s}' for nb, s in m['notebooks'].items()) + "): more than the FLOP rate says "
-            "(a step with less arithmetic than ResNet-18's at batch 512 does not shrink in proportion there)"]
-
-def reference_cost(profile: str = 'gpu', only: list | None = None, sections: list | None = None,
-                   overrides: list | None = None, nbs: str | Path | None = None) -> PreflightReport:
-    "A profile's cost on the reference device without stepping anything: its runs planned, each model's FLOPs counted."
-    rep, flops = PreflightReport(profile, 'cpu (nothing stepped)', 'planned and counted only'), {}
-    tmp = Path(tempfile.mkdtemp(prefix='preflight-'))
-    try:
-        for name, cfg, info in _plan(profile, only, sections, overrides, nbs, tmp, rep):
-            k = _flops_key(cfg, info)
-            if k not in flops: flops[k] = step_flops(cfg, info, small_data(info, 4, min(info.side, 16), cfg.seed))
-            add_reference(rep, name, cfg, info, flops[k])
-    finally: shutil.rmtree(tmp, ignore_errors=True)
-    return rep
 
 # %% ../../nbs/repro/93_preflight.ipynb #bb203d9c
 def _ddp_worker(rank: int, world: int, port: int, kw: dict, data: ImageData, q) -> None:
