@@ -11,7 +11,7 @@ Two layers (see "Layout" in the README):
   extra): `repro.paper` (the registry of the papers' results), `repro.verdicts` (the rule), `repro.results`
   (profiles, `SectionRun`), one module per paper section (`repro.gradients`, `.toy`, `.clop_synthetic`,
   `.directclr`, `.embedding_norms`, `.prototypes_margins`) and the runner (`repro.plan`, `.pins`, `.execute`,
-  `.report`, `.preflight`, `.cli`: the `cosine-pitfalls` command). The library imports nothing of the companion.
+  `.report`, `.preflight`, `.price`, `.shards`, `.cli`: the `cosine-pitfalls` command). The library imports nothing of the companion.
 
 This file is written by hand; nbdev_export only updates the `__version__` line below.
 """

@@ -33,7 +33,7 @@ __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATUR
            'read_checkpoint', 'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed',
            'build_model', 'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads', 'train',
            'DeviceChoices', 'device_choices', 'compile_step', 'embedding_width', 'check_data', 'run_environment',
-           'sweep_configs', 'sweep', 'train_parser', 'config_from_args', 'main']
+           'sweep_configs', 'sweep_pending', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/library/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -840,6 +840,20 @@ def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Pat
     return out
 
 # %% ../nbs/library/17_train.ipynb #79f7e955
+def sweep_pending(runs: list[tuple[dict, TrainConfig]],   # (coordinates, config) of a sweep (`sweep_configs`)
+                 ) -> list[dict]:                          # the fields of each run still to train, longest first
+    """The runs of a sweep still to train, as a worker receives them: finished runs left out, a run that several
+    settings share once, one thread each. Whatever trains them (this process, a worker, a Slurm task: `repro.shards`)
+    trains the same run into the same folder."""
+    # one thread a run, in a worker or in this process alike (unless its config sets another): the thread count
+    # changes the numbers, and they must not depend on how many workers ran the sweep
+    todo = [asdict(dataclasses.replace(c, show_progress=False, threads=c.threads or 1)) for _, c in runs]
+    # finished runs are read, not sent to a worker
+    todo = [kw for (_, c), kw in zip(runs, todo) if not _finished(c)]
+    todo = list({kw['out_dir']: kw for kw in todo}.values())  # settings that are the same run train once
+    # longest first: the workers finish together
+    return sorted(todo, key=lambda kw: -kw['epochs'] * (1 + 64 / kw['batch_size']))
+
 def sweep(base: TrainConfig,            # the settings every run shares
           grid: dict,                   # field -> list of values (its own dimension of the result)
           seeds: list,                  # seeds (the `seed` dimension)
@@ -851,14 +865,7 @@ def sweep(base: TrainConfig,            # the settings every run shares
     "Train named settings x a grid x seeds (finished runs skipped, interrupted ones resumed); one Dataset of all."
     runs = sweep_configs(base, grid, seeds, out_dir, settings)  # every config validated before any training
     _int('workers', workers, 1)
-    # one thread a run, in a worker or in this process alike (unless its config sets another): the thread count
-    # changes the numbers, and they must not depend on how many workers ran the sweep
-    todo = [asdict(dataclasses.replace(c, show_progress=False, threads=c.threads or 1)) for _, c in runs]
-    # finished runs are read, not sent to a worker
-    todo = [kw for (_, c), kw in zip(runs, todo) if not _finished(c)]
-    todo = list({kw['out_dir']: kw for kw in todo}.values())  # settings that are the same run train once
-    # longest first: the workers finish together
-    todo.sort(key=lambda kw: -kw['epochs'] * (1 + 64 / kw['batch_size']))
+    todo = sweep_pending(runs)
     if workers == 1 or len(todo) <= 1:
         for kw in tqdm(todo, desc='runs', disable=not progress, mininterval=2): _run_one(kw)
     else:

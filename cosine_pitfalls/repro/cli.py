@@ -49,6 +49,23 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument('--quiet', action='store_true', help='no progress bar')
     r.add_argument('--preflight', action='store_true',
                    help='plan, check and step every run of the profile, then stop (nothing registered)')
+    r.add_argument('--price', action='store_true',
+                   help="what the profile's training costs on an H200, per claim, per notebook and in all, on one "
+                        "GPU and on --gpus (nothing stepped or registered)")
+    r.add_argument('--train-only', action='store_true',
+                   help="train the profile's runs into --out/training without running the notebooks (a plain "
+                        "reproduce afterwards assembles them)")
+    r.add_argument('--executor', default=None, metavar='WHERE',
+                   help="with --train-only: here (this machine's GPUs, the default), local (submitit's local "
+                        "executor) or slurm (a job array through submitit: pip install 'cosine_pitfalls[slurm]')")
+    r.add_argument('--gpus', type=int, default=None, metavar='N',
+                   help='GPUs: here, the first N visible (default all); slurm/local, N shards; --price, N GPUs '
+                        '(default 8)')
+    r.add_argument('--per-gpu', type=int, default=None, metavar='K',
+                   help='runs at once on each GPU (default 1; --price: 4)')
+    r.add_argument('--slurm', action='append', default=None, metavar='KEY=VALUE',
+                   help='a submitit/Slurm parameter for --executor slurm (repeatable), e.g. partition=gpu, '
+                        'timeout_min=240, account=ssl')
     common(r)
     common(sub.add_parser('report', allow_abbrev=False,
                           help='rebuild report.md and report.html (and missing notebook pages) from disk'))
@@ -88,9 +105,31 @@ def main(argv: list | None = None) -> int:
             for p in paths: print(p)
             problems += [f'{i}: {st}' for i in PAPER if (st := status(i, out, nbs)[0]).startswith('damaged')]
             return holes(problems)
+        modes = [f for f in ('preflight', 'price', 'train_only') if getattr(args, f)]
+        if len(modes) > 1:
+            raise ValueError(f"give one of --preflight, --price, --train-only; got {['--' + m.replace('_', '-') for m in modes]}")
+        for flag in ('executor', 'slurm'):
+            if getattr(args, flag) is not None and not args.train_only:
+                raise ValueError(f"--{flag} applies to --train-only")
+        for flag in ('gpus', 'per_gpu'):
+            if getattr(args, flag) is not None and not (args.train_only or args.price):
+                raise ValueError(f"--{flag.replace('_', '-')} applies to --train-only and --price")
+            if getattr(args, flag) is not None and getattr(args, flag) < 1:
+                raise ValueError(f"--{flag.replace('_', '-')} must be >= 1; got {getattr(args, flag)}")
         if args.preflight:
             from cosine_pitfalls.repro.preflight import cli as preflight_cli
-            return preflight_cli(args.profile, args.only, args.section, args.param, args.nbs)
+            from cosine_pitfalls.repro.price import preflight_price
+            return preflight_cli(args.profile, args.only, args.section, args.param, args.nbs, price=preflight_price)
+        if args.price:
+            from cosine_pitfalls.repro.price import price_lines, price_profile
+            print('\n'.join(price_lines(price_profile(args.profile, args.only, args.section, args.param, args.nbs),
+                                        args.gpus or 8, args.per_gpu or 4)))
+            return 0
+        if args.train_only:
+            from cosine_pitfalls.repro.shards import train_only
+            check_out(args.out, create=True)
+            return train_only(args.profile, args.only, args.section, args.param, args.nbs, args.out,
+                              args.executor or 'here', args.gpus, args.per_gpu or 1, args.slurm)
         code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
                          not args.quiet)
         print(Path(args.out)/'report.md'); print(Path(args.out)/'report.html')
