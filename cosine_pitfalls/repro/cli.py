@@ -121,15 +121,15 @@ def main(argv: list | None = None) -> int:
             from cosine_pitfalls.repro.price import preflight_price
             return preflight_cli(args.profile, args.only, args.section, args.param, args.nbs, price=preflight_price)
         if args.price:
-            from cosine_pitfalls.repro.price import price_lines, price_profile
-            print('\n'.join(price_lines(price_profile(args.profile, args.only, args.section, args.param, args.nbs),
-                                        args.gpus or 8, args.per_gpu or 4)))
+            from cosine_pitfalls.repro.price import power_lines, price_lines, price_profile
+            priced = price_profile(args.profile, args.only, args.section, args.param, args.nbs)
+            print('\n'.join(price_lines(priced, args.gpus or 8, args.per_gpu or 4) + power_lines(priced)))
             return 0
         if args.train_only:
             from cosine_pitfalls.repro.shards import train_only
             check_out(args.out, create=True)
             return train_only(args.profile, args.only, args.section, args.param, args.nbs, args.out,
-                              args.executor or 'here', args.gpus, args.per_gpu or 1, args.slurm)
+                              args.executor or 'here', args.gpus, args.per_gpu, args.slurm)
         code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
                          not args.quiet)
         print(Path(args.out)/'report.md'); print(Path(args.out)/'report.html')
