@@ -46,7 +46,7 @@ def test_cancelled_shard_resubmitted_resumes_bit_for_bit(tmp_path):
                                                                       'steps_per_epoch=6'])
     send = lambda runs, out: submit(runs, out, 'local', env=kernel_env('smoke'), profile='smoke', log=lambda s: None)
     straight, out = tmp_path/'straight', tmp_path/'cut'
-    runs = training_runs(**req, out=out)
+    runs = training_runs(**req, out=out, price=False)
     assert len(runs) == 1
     run_dir = Path(runs[0].kw['out_dir'])
     whole, = send(training_runs(**req, out=straight, price=False), straight)     # the same run, not interrupted
