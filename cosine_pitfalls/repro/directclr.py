@@ -22,12 +22,13 @@ from .paper import effects_of, paper_effect
 from ..train import TrainConfig, encode, load_model, sweep_configs
 
 # %% auto #0
-__all__ = ['SETTINGS_COMPARED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'SCORE_COLUMNS', 'COLLAPSE', 'FIG2_UNTRAINED', 'PROFILES',
-           'directclr_settings', 'select_settings', 'cv_scores', 'plan_runs', 'seed_rows', 'seed_part', 'order_part',
-           'paper_text', 'setting_table', 'bar_panel', 'curve_panel', 'judge_table1', 'judge_table2', 'score_table',
-           'diagonal_spread', 'orthogonal_gap', 'probe_line', 'judge_subvector', 'measure_subvector',
-           'subvector_labels', 'subvector_table', 'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2',
-           'report_fig9', 'fig2_dataset', 'report_fig2', 'judge_fig12', 'check_params']
+__all__ = ['SETTINGS_COMPARED', 'SETTINGS_NEEDED', 'TABLE1', 'TABLE2', 'MIN_SPREAD', 'SCORE_COLUMNS', 'COLLAPSE',
+           'FIG2_UNTRAINED', 'PROFILES', 'directclr_settings', 'select_settings', 'cv_scores', 'needed_settings',
+           'plan_runs', 'seed_rows', 'seed_part', 'order_part', 'paper_text', 'setting_table', 'bar_panel',
+           'curve_panel', 'judge_table1', 'judge_table2', 'score_table', 'diagonal_spread', 'orthogonal_gap',
+           'probe_line', 'judge_subvector', 'measure_subvector', 'subvector_labels', 'subvector_table',
+           'spectrum_panel', 'collapsed', 'judge_fig9', 'judge_fig2', 'report_fig9', 'fig2_dataset', 'report_fig2',
+           'judge_fig12', 'check_params']
 
 # %% ../../nbs/repro/04_directclr.ipynb #f0c40f88
 def directclr_settings(d0: int,          # DirectCLR's sub-vector size
@@ -82,6 +83,16 @@ SETTINGS_COMPARED = {'directclr.table1': ('mlp2', 'directclr', 'linear', 'none')
          'directclr.table2': ('none', 'orthogonal', 'linear', 'diagonal', 'lowrank', 'directclr'),
          'directclr.subvector': ('directclr',), 'directclr.fig9': ('none', 'mlp2', 'directclr'),
          'directclr.fig12': ('directclr', 'none')}
+# what each ID trains when the profile trains 'all': the settings it compares, Fig. 2's SimCLR head, the sub-vector's
+# random control, Fig. 12's d₀ sweep (`--only ID` trains only these)
+SETTINGS_NEEDED = {**SETTINGS_COMPARED, 'directclr.fig2': ('mlp2',), 'directclr.subvector': ('directclr', 'random_subset')}
+
+def needed_settings(every: dict, ids: list) -> dict:
+    "The settings the requested IDs need, of `every` (all of them when an ID is not in SETTINGS_NEEDED)."
+    if any(i not in SETTINGS_NEEDED for i in ids): return dict(every)
+    want = {s for i in ids for s in SETTINGS_NEEDED[i]}
+    if 'directclr.fig12' in ids: want |= {k for k in every if k.startswith('directclr_d0=')}
+    return {k: v for k, v in every.items() if k in want}
 
 def plan_runs(p: dict,                # the notebook's parameters (`SectionRun.params`)
               ids: list,              # the result IDs asked for (section 4's results share one sweep)
@@ -94,6 +105,7 @@ def plan_runs(p: dict,                # the notebook's parameters (`SectionRun.p
     except ValueError:
         raise ValueError(f"d0_sweep must be comma-separated integers; got {p['d0_sweep']!r}") from None
     settings = select_settings(directclr_settings(p['d0'], sweep_d0, rep), p['settings'])
+    if p['settings'].strip() == 'all' and ids: settings = needed_settings(settings, ids)   # --only ID: what it needs
     for i in ids:
         if SETTINGS_COMPARED.get(i) and not set(SETTINGS_COMPARED[i]) & set(settings):
             raise ValueError(f"settings must include one of {list(SETTINGS_COMPARED[i])} to compute {i}; "
