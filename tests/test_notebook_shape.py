@@ -120,7 +120,7 @@ WORKSHOP = re.compile(r'\bissues? \d+|\bsmoke_after\w*|\breview of issue|\bconft
 # run reach a page only from code (`SectionRun.shows`, the notebook's `report_<id>` functions), which print the
 # profile and date of the run they read.
 RUN_PROSE = re.compile(r'In the `(?:smoke|cpu|cpu-long|gpu|paper)` run|`(?:smoke|cpu|cpu-long|gpu|paper)` run \(\d{4}'
-                       r'|\b20\d\d-\d\d-\d\d\b')
+                       r'|\b20\d\d-\d\d-\d\d\b|\bruns? of ours measured|\bruns? of ours\b[^.]*?\d+(?:\.\d+)? ?%')
 
 
 def workshop_words(text: str) -> list[str]:
@@ -145,3 +145,5 @@ def test_the_scans_catch_what_they_look_for():
     assert workshop_words('the gradient of issue-free code; 18 issues') == []
     assert RUN_PROSE.search('**What our run shows.** In the `cpu` run (2026-11-26) the closed form matched')
     assert not RUN_PROSE.search("`cpu` does not train Fig. 6; the paper's drops are figure-only")
+    assert RUN_PROSE.search("(an earlier run of ours measured the margins runs' target at 81 % of its initialization)")
+    assert not RUN_PROSE.search("an earlier, shorter run of ours found the margins runs' target still close to it")
