@@ -32,20 +32,21 @@ from ..train import (TrainConfig, build_model, encode, evaluate, load_model, sub
 # %% auto #0
 __all__ = ['CLOP_ROLES', 'MARGIN_ROLES', 'NATURAL_ROLE', 'MARGINS_HP', 'IMAGENET_HP', 'CLOP_TAU', 'CLOP_TIN_OUT', 'T3_JUDGED',
            'MARGIN_METHODS', 'CURVES', 'CURVE_NAMES', 'ID_GROUPS', 'IMAGENET_BATCH', 'ENGINE_LACKS', 'EMA_PUBLISHED',
-           'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'M_SOURCE', 'SETTINGS_COMPARED', 'UNIT', 'CURVE_STYLE', 'T2_VARIANTS',
-           'PROFILES', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings', 'table2_variants',
-           'imagenet_runs', 'margins_settings', 'settings_5b', 'half_life', 'parse_5b', 'trained_ids', 'settings_plan',
-           'data_needs', 'run_steps', 'plan_runs', 'chance_band', 'margin_role', 'Cells', 'claim', 'within', 'bound',
-           'drop_parts', 'untested', 'paper_text', 'judge_untrained', 'status_note', 'gain_txt', 'keep', 'detect_text',
-           'untrained_report', 'ms_status', 'status_panel', 'curve_cells', 'two_panels', 'judge_clop_fig6', 'drops',
-           'report_clop_fig6', 'untrained_probe', 'lars_runs', 'lars_check', 'judge_clop_fig7', 'report_clop_fig7',
-           'stable_margin', 'judge_clop_table1', 'table1_figure', 'clop_table1_top1', 'report_clop_table1', 'macc',
-           'target_drift', 'probe_runs', 'fig_acc', 'judge_clop_ablation', 'bars', 'report_clop_ablation', 'gain_panel',
-           'by_dataset', 'judge_margins_table1', 'report_margins_table1', 'judge_margins_table2', 'variant_rows',
-           'gain_figure', 'transfer_probe', 'transfer_all', 'paper_pair', 'judge_margins_table3', 'trained_variants',
-           'transfer_targets', 'report_margins_table3', 'judge_margins_table4', 'curve_figure', 'judge_margins_fig3',
-           'report_margins_fig3', 'judge_margins_fig4', 'judge_margins_fig5', 'report_margins_fig5',
-           'judge_margins_fig6', 'report_margins_fig6', 'judge_margins_fig7', 'check_params']
+           'M_PAPER_STEPS', 'M_MARGIN', 'BAD', 'MNAME', 'MKEY', 'M_SOURCE', 'SETTINGS_COMPARED', 'UNIT', 'CURVE_STYLE',
+           'T2_VARIANTS', 'PROFILES', 'parse_transfer', 'side_label', 'base_lr', 'clop_curve', 'clop_settings',
+           'table2_variants', 'imagenet_runs', 'margins_settings', 'settings_5b', 'half_life', 'parse_5b',
+           'trained_ids', 'settings_plan', 'data_needs', 'run_steps', 'plan_runs', 'chance_band', 'margin_role',
+           'Cells', 'claim', 'within', 'bound', 'drop_parts', 'untested', 'paper_text', 'judge_untrained',
+           'status_note', 'gain_txt', 'keep', 'detect_text', 'untrained_report', 'ms_status', 'status_panel',
+           'curve_cells', 'two_panels', 'judge_clop_fig6', 'drops', 'report_clop_fig6', 'untrained_probe', 'lars_runs',
+           'lars_check', 'judge_clop_fig7', 'report_clop_fig7', 'stable_margin', 'judge_clop_table1', 'table1_figure',
+           'clop_table1_top1', 'report_clop_table1', 'macc', 'target_drift', 'probe_runs', 'fig_acc',
+           'judge_clop_ablation', 'bars', 'report_clop_ablation', 'gain_panel', 'by_dataset', 'judge_margins_table1',
+           'report_margins_table1', 'judge_margins_table2', 'variant_rows', 'gain_figure', 'transfer_probe',
+           'transfer_all', 'paper_pair', 'judge_margins_table3', 'trained_variants', 'transfer_targets',
+           'report_margins_table3', 'judge_margins_table4', 'curve_figure', 'judge_margins_fig3', 'report_margins_fig3',
+           'judge_margins_fig4', 'judge_margins_fig5', 'report_margins_fig5', 'judge_margins_fig6',
+           'report_margins_fig6', 'judge_margins_fig7', 'check_params']
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #a32766d5
 CLOP_ROLES, MARGIN_ROLES = ('C-100', 'TIN'), ('C-10', 'C-100', 'STL', 'TIN')   # the papers' datasets
@@ -282,8 +283,6 @@ def parse_5b(p: dict,  # the notebook's parameters (`SectionRun.params`)
     if 1.0 not in Pm['lr_factors']: raise ValueError("m_lr_factors must include 1 (the paper's lr)")
     if not (isinstance(p['kfold'], int) and (p['kfold'] == 0 or p['kfold'] >= 2)):
         raise ValueError(f"kfold must be 0 (off) or an integer >= 2; got {p['kfold']!r}")
-    if not (isinstance(p['m_paper_steps'], int) and p['m_paper_steps'] >= 1):
-        raise ValueError(f"m_paper_steps must be a positive integer; got {p['m_paper_steps']!r}")
     if not 0 <= p['m_ema'] < 1: raise ValueError(f"m_ema must be a number in [0, 1); got {p['m_ema']!r}")
     if 0.0 in Pm['alphas'] + Pm['m1s'] + Pm['c_values'] or 1.0 in Pm['s_fig6']:
         raise ValueError('alphas, ratio_m1s and c_values must not hold 0, nor s_fig6 1: the baselines are added')
@@ -342,6 +341,8 @@ def run_steps(c: TrainConfig,    # a run
     return c.epochs * (min(c.steps_per_epoch, spe) if c.steps_per_epoch else spe)
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #62ff19e5
+M_PAPER_STEPS = 200 * 195   # the margins paper's steps (200 epochs of 195 at batch 256 on CIFAR), for the EMA rule
+
 def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result IDs asked for
               train_dir: str | Path,  # the runs go to runs/<run id>/ below it
               n_train,                # training images of a run: a function of its config (exact, the notebook)
@@ -358,7 +359,7 @@ def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result ID
     for n, o in settings.items():
         if meta.loc[n, 'group'].startswith('m_') and meta.loc[n, 'group'] != 'm_in1k' and o['method'] in m0:
             o['ema'] = ema_for_steps(m0[o['method']], run_steps(dataclasses.replace(base, **o), n_train),
-                                     p['m_paper_steps'])
+                                     M_PAPER_STEPS)
     runs = sweep_configs(base, {}, sp['seeds'], train_dir, settings=settings) if settings else []
     first = {}                                 # the first seed's run folder -> the first setting that makes it
     for k, c in runs:
