@@ -1,4 +1,4 @@
-"""The installed `cosine-pitfalls` CLI running notebooks: failures, interruption, kills and resumption, sections 4-5.
+"""The installed `cosine-pitfalls` CLI running notebooks: failures, interruption, sections 4-5 (kills: test_kills.py).
 (Split from test_cli.py so that `make test`'s parallel workers, a file each, get similar shares.)"""
 import json, os, shutil, signal, subprocess, time
 from pathlib import Path
@@ -92,28 +92,6 @@ def test_side_by_side_notebooks_are_interrupted_together(tmp_path, how):
     assert [f for f in out.rglob('*') if '.tmp' in f.name or '.running' in f.name] == []
 
 
-def test_killed_run_keeps_what_it_finished(tmp_path):
-    "SIGKILL mid-notebook: the IDs whose files were completely written are not recomputed by the rerun."
-    out = tmp_path/'out'
-    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--section', '1', '--out', str(out), '--quiet'],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    t0 = time.time()
-    # a result is done when its summary is in place (`[!.]`: not a writer's temporary, which a summary is until then)
-    while time.time() - t0 < 300 and len(list((out/'results').glob('[!.]*.json'))) < 3 and p.poll() is None:
-        time.sleep(0.05)
-    assert p.poll() is None, 'the run ended before it could be killed'
-    os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
-    done = {f.stem: f.stat().st_mtime_ns for f in (out/'results').glob('[!.]*.json')}
-    assert 3 <= len(done) < len(SECTION1), done
-    r = run_cli('reproduce', '--profile', 'smoke', '--section', '1', '--out', out, '--quiet')
-    assert r.returncode == 0, r.stderr
-    for i, t in done.items(): assert (out/'results'/f'{i}.json').stat().st_mtime_ns == t, f'{i} was recomputed'
-    m = read_json(out/'manifest.json')
-    assert sorted(m['runs'][-1]['ids']) == sorted(set(SECTION1) - set(done))
-    assert all(m['results'][i]['status'] == 'ok' for i in SECTION1)
-    assert all(m['results'][i].get('recovered') for i in done)
-
-
 def test_section4_trains_through_the_runner(smoke, smoke_copy):
     """Section 4 in the shared smoke reproduction (`conftest.smoke`: the whole notebook through the CLI): every ID
     registered with a verdict, the training runs kept under training/, anchored on the page; a rerun of two IDs is
@@ -133,34 +111,6 @@ def test_section4_trains_through_the_runner(smoke, smoke_copy):
     r2 = run_main('reproduce', '--profile', 'smoke', '--only', 'directclr.subvector', 'directclr.fig12', '--out',
                   smoke_copy, '--quiet')
     assert r2.returncode == 0 and len(read_json(smoke_copy/'manifest.json')['runs']) == n, r2.stderr
-
-
-def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
-    """05a at smoke through the CLI, SIGKILLed once some runs are done: the rerun trains only what was missing,
-    registers the asked ID, and a third run trains nothing and starts no kernel. Table 1's 12 runs (the smoke
-    reproduction `conftest.smoke` runs the whole notebook)."""
-    out, ids = tmp_path/'out', ['pitfalls.table1']
-    assert set(ids) <= set(notebook_ids('05a_embedding_norms.ipynb'))
-    runs = out/'training'/'05a_embedding_norms'/'runs'
-    p = subprocess.Popen([str(CLI), 'reproduce', '--profile', 'smoke', '--only', *ids, '--out', str(out), '--quiet'],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    t0 = time.time()
-    while time.time() - t0 < 300 and len(list(runs.glob('*/run.nc'))) < 4 and p.poll() is None: time.sleep(0.05)
-    assert p.poll() is None, 'the run ended before it could be killed'
-    os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
-    time.sleep(3)                                      # the kernel (its own session) follows its parent within a second
-    done = {f: f.stat().st_mtime_ns for f in runs.glob('*/run.nc')}
-    assert len(done) >= 4 and not list((out/'results').glob('[!.]*.json'))
-    r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
-    assert r.returncode == 0, r.stderr
-    for f, t in done.items(): assert f.stat().st_mtime_ns == t, f'{f.parent.name} was trained again'
-    assert len(list(runs.glob('*/run.nc'))) > len(done)
-    for i in ids:
-        s = read_json(out/'results'/f'{i}.json')
-        assert s['verdict'] in VERDICTS and 'digits' in s['ours'] and 'CIFAR' not in s['ours']
-    n = len(read_json(out/'manifest.json')['runs'])
-    r2 = run_main('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
-    assert r2.returncode == 0 and len(read_json(out/'manifest.json')['runs']) == n, r2.stderr
 
 
 def test_section5_prototypes_margins_through_the_runner(smoke, smoke_copy):

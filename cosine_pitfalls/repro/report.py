@@ -445,8 +445,9 @@ def gpu_lines(rows: list[dict]) -> list[str]:
     scale = sum(bool(r.get('untestable')) for r in open_)
     return [f"**Left open:** {len(open_)} of the {len(train)} training rows are `inconclusive` ({scale} not testable "
             "at this scale). The `gpu` profile trains most of them at a larger scale (the `paper` profile the rest, at "
-            "the papers' own: each row's ours text says what it needs); `cosine-pitfalls reproduce --profile gpu "
-            "--preflight` plans and prices it on your GPU before anything trains."]
+            "the papers' own: each row's ours text says what it needs). `cosine-pitfalls reproduce --profile gpu "
+            "--price` says what it costs on an H200, per claim, and what each claim's runs can test; `--preflight` steps "
+            "every path on your GPU before anything trains; `--train-only --executor slurm` spreads it over a cluster."]
 
 def _environments(rows: list[dict]) -> list[str]:
     "The lines saying which environment computed the rows on disk (one line, or one per environment)."
