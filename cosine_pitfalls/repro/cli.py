@@ -127,7 +127,6 @@ def main(argv: list | None = None) -> int:
             return 0
         if args.train_only:
             from cosine_pitfalls.repro.shards import train_only
-            check_out(args.out, create=True)
             return train_only(args.profile, args.only, args.section, args.param, args.nbs, args.out,
                               args.executor or 'here', args.gpus, args.per_gpu, args.slurm)
         code = reproduce(args.profile, args.only, args.section, args.out, args.force, args.param, args.nbs,
