@@ -30,10 +30,10 @@ __all__ = ['OPTIMIZERS', 'SCHEDULES', 'LR_SCALINGS', 'PROBE_LABELS', 'KNN_FEATUR
            'ENGINE_MODULES', 'MAX_EPOCHS', 'MAX_SEED', 'TRAIN_SIZES', 'DIGITS_CPU', 'CHECKPOINT', 'RESULT', 'CONFIG',
            'OUTCOME', 'NO_ROOT', 'engine_hash', 'TrainConfig', 'check_train_config', 'parse_classes', 'LARS',
            'make_optimizer', 'peak_lr', 'lr_at', 'calibrate_bn', 'diagnostics', 'encode', 'evaluate', 'save_checkpoint',
-           'read_checkpoint', 'rng_state', 'set_rng_state', 'load_model', 'history_dataset', 'derive_seed',
-           'build_model', 'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads', 'train',
-           'DeviceChoices', 'device_choices', 'compile_step', 'embedding_width', 'check_data', 'run_environment',
-           'sweep_configs', 'sweep_pending', 'sweep', 'train_parser', 'config_from_args', 'main']
+           'read_checkpoint', 'rng_state', 'set_rng_state', 'config_from_fields', 'load_model', 'history_dataset',
+           'derive_seed', 'build_model', 'subset_classes', 'run_ids', 'config_changes', 'check_run_dir', 'pin_threads',
+           'train', 'DeviceChoices', 'device_choices', 'compile_step', 'embedding_width', 'check_data',
+           'run_environment', 'sweep_configs', 'sweep_pending', 'sweep', 'train_parser', 'config_from_args', 'main']
 
 # %% ../nbs/library/17_train.ipynb #17a00006
 OPTIMIZERS = ('sgd', 'lars', 'adamw')
@@ -363,6 +363,11 @@ def set_rng_state(gens: dict[str, torch.Generator], state: dict) -> None:
     np.random.set_state((kind, mt.numpy().astype(np.uint32), pos, has_gauss, cached))
 
 # %% ../nbs/library/17_train.ipynb #17a00039
+def config_from_fields(kw: dict) -> TrainConfig:
+    "A TrainConfig from its fields as JSON gives them back (config.json, a worker's file): tuples come back as lists."
+    tuples = {f.name for f in fields(TrainConfig) if isinstance(f.default, tuple)}
+    return TrainConfig(**{k: tuple(v) if k in tuples and isinstance(v, list) else v for k, v in kw.items()})
+
 def load_model(run_dir: str | Path,          # a run's folder (train's out_dir), finished
                device: str | torch.device = 'cpu',
               ) -> tuple[TrainConfig, SSLMethod]:  # its config and the trained model, in eval mode
@@ -372,8 +377,7 @@ def load_model(run_dir: str | Path,          # a run's folder (train's out_dir),
         raise ValueError(f"run_dir: {str(run_dir)!r} holds no finished run (needs {CONFIG} and {CHECKPOINT})")
     try:
         kw = json.loads((run_dir/CONFIG).read_text(encoding='utf-8')); rid = kw.pop('run_id')
-        kw['vicreg_weights'] = tuple(kw['vicreg_weights'])
-        cfg = TrainConfig(**kw)
+        cfg = config_from_fields(kw)
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{run_dir/CONFIG}: not a run config of this trainer ({type(e).__name__}: {e})") from None
     st = read_checkpoint(run_dir/CHECKPOINT)        # weights_only: nothing in it runs
