@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
-import torch
+# torch is imported inside the functions that use it: the CLI's commands that compute nothing (list, report, a
+# refusal, --help) start in a fraction of a second, not the two seconds torch takes to load
 
 # %% auto #0
 __all__ = ['check_choice', 'check_positive', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_paths',
@@ -43,6 +44,7 @@ def check_positive(name: str,     # parameter name
 def set_seed(seed: int,  # one seed for python, numpy and torch (CPU and CUDA)
             ) -> torch.Generator:  # a CPU generator seeded with `seed`, for code that wants its own stream
     "Seed python, numpy and torch in one place."
+    import torch
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
@@ -51,6 +53,7 @@ def set_seed(seed: int,  # one seed for python, numpy and torch (CPU and CUDA)
 def get_device(device: str | torch.device = 'auto',  # 'auto', 'cpu', 'cuda' or 'cuda:N'
               ) -> torch.device:
     "The torch device to compute on; 'auto' means CUDA when available, else CPU. CUDA comes back with its index."
+    import torch
     if isinstance(device, torch.device): return _indexed(device)
     if device == 'auto': return _indexed(torch.device('cuda' if torch.cuda.is_available() else 'cpu'))
     if not (device == 'cpu' or device == 'cuda' or (isinstance(device, str) and device.startswith('cuda:'))):
@@ -62,6 +65,7 @@ def get_device(device: str | torch.device = 'auto',  # 'auto', 'cpu', 'cuda' or 
 
 def _indexed(dev: torch.device) -> torch.device:
     "cuda -> cuda:N (the current device): a tensor on 'cuda:0' compares unequal to torch.device('cuda')."
+    import torch
     if dev.type != 'cuda' or dev.index is not None or not torch.cuda.is_available(): return dev   # nothing to ask
     return torch.device('cuda', torch.cuda.current_device())
 

@@ -1,7 +1,9 @@
 """A light import: the library's loss, mechanism and evaluation modules (and the collapse monitor, and the plot of a
 run) load in a fresh interpreter without pandas, xarray, papermill, matplotlib or torchvision; models and methods
-load without torchvision, which comes in only when a ResNet is built. `benchmarks/import_time.py` times these imports."""
-import importlib.util, json, os, subprocess, sys
+load without torchvision, which comes in only when a ResNet is built. `benchmarks/import_time.py` times these imports.
+The checks of single modules run in children forked from one interpreter that has loaded torch and NumPy alone
+(checked: none of the heavy modules): torch's two seconds of loading are paid once, not once per module."""
+import json, os, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -26,24 +28,69 @@ def loaded_after(code: str) -> list[list[str]]:
     return [json.loads(l) for l in r.stdout.strip().splitlines() if l.startswith('[')]
 
 
+FORK = f"""import json, os, sys
+HEAVY = {HEAVY!r}
+import numpy, torch
+assert not [m for m in HEAVY if m in sys.modules], [m for m in HEAVY if m in sys.modules]   # the parent is light
+for name, code in json.loads(sys.stdin.read()).items():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r); out = os.fdopen(w, 'w')
+        def heavy(): out.write(json.dumps([m for m in HEAVY if m in sys.modules]) + chr(10)); out.flush()
+        try: exec(code, dict(heavy=heavy)); heavy(); os._exit(0)
+        except BaseException as e: out.write('error ' + repr(e) + chr(10)); out.flush(); os._exit(1)
+    os.close(w)
+    with os.fdopen(r) as f: text = f.read()
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps(dict(name=name, status=status, text=text)))
+"""
+
+
+@pytest.fixture(scope='module')
+def forked():
+    """name -> the heavy modules at each `heavy()` call and at the end, for every probe below, each run in a child
+    forked from one light interpreter outside the repository."""
+    codes = {**{n: f'import cosine_pitfalls.{n}' for n in LIGHT},
+             'resnet': "import cosine_pitfalls.methods\nheavy()\nfrom cosine_pitfalls.models import make_backbone\n"
+                       "make_backbone('resnet18')",
+             'results': 'import cosine_pitfalls.repro.results'}
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONSTARTUP'}
+    env['PYTHONPATH'] = SRC
+    r = subprocess.run([sys.executable, '-c', FORK], input=json.dumps(codes), capture_output=True, text=True,
+                       cwd='/', env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(l) for l in r.stdout.strip().splitlines()]
+    bad = {x['name']: x['text'] for x in rows if x['status'] != 0}
+    assert not bad, bad
+    return {x['name']: [json.loads(l) for l in x['text'].splitlines() if l.startswith('[')] for x in rows}
+
+
 @pytest.mark.parametrize('name', LIGHT)
-def test_light_module_imports_nothing_heavy(name):
-    if importlib.util.find_spec(f'cosine_pitfalls.{name}') is None: pytest.skip(f'no module {name} here')
-    assert loaded_after(f'import cosine_pitfalls.{name}') == [[]]
+def test_light_module_imports_nothing_heavy(forked, name):
+    assert forked[name] == [[]]
 
 
-def test_torchvision_only_when_a_resnet_is_built():
+def test_torchvision_only_when_a_resnet_is_built(forked):
     "methods (and models, which it imports) load without torchvision; building a ResNet loads it."
-    at_import, after_build = loaded_after(
-        "import cosine_pitfalls.methods\nheavy()\nfrom cosine_pitfalls.models import make_backbone\n"
-        "make_backbone('resnet18')")
+    at_import, after_build = forked['resnet']
     assert 'torchvision' not in at_import
     assert 'torchvision' in after_build          # the probe sees torchvision once it is really used
 
 
-def test_probe_sees_a_heavy_import():
-    "The check can fail: importing the companion's core loads pandas and xarray."
-    assert {'pandas', 'xarray'} <= set(loaded_after('import cosine_pitfalls.repro.results')[0])
+def test_probe_sees_a_heavy_import(forked):
+    "The check can fail: importing the companion's core loads pandas and xarray (in a forked child, as the others)."
+    assert {'pandas', 'xarray'} <= set(forked['results'][0])
+    assert loaded_after('import cosine_pitfalls.repro.results')[0] == forked['results'][0]   # as in a fresh one
+
+
+def test_cli_starts_without_torch():
+    """The console script's module loads without torch (its commands that compute nothing answer in a fraction of a
+    second); a command that trains or measures loads it when it runs."""
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONSTARTUP'}; env['PYTHONPATH'] = SRC
+    r = subprocess.run([sys.executable, '-c', 'import sys, cosine_pitfalls.repro.cli; print("torch" in sys.modules)'],
+                       capture_output=True, text=True, cwd='/', env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == 'False', (r.stdout, r.stderr)
 
 
 EXTRAS = ('torchvision', 'PIL', 'xarray', 'pandas', 'h5netcdf', 'h5py', 'sklearn', 'scipy', 'tqdm',
