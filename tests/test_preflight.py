@@ -78,8 +78,10 @@ def test_step_failure_is_named(monkeypatch):
         if self.cfg.method == 'directclr': raise RuntimeError('boom in directclr')
         return orig(self, views, y)
     monkeypatch.setattr(methods.SSLMethod, 'forward', broken)
-    rep = pf.preflight('smoke', sections=[4], steps=1, **TINY)
-    assert rep.failures and all('directclr' in w and 'boom in directclr' in m for w, m in rep.failures), rep.failures
+    # two paths of section 4 (a head without a projector, and DirectCLR's), the healthy one stepped without failure
+    rep = pf.preflight('smoke', sections=[4], overrides=['settings=none,directclr'], steps=1, **TINY)
+    assert len(rep.paths) == 2 and rep.failures, (rep.paths, rep.failures)
+    assert all('directclr' in w and 'boom in directclr' in m for w, m in rep.failures), rep.failures
 
 
 def _live_tensors() -> int:
