@@ -310,6 +310,9 @@ class PaperEffect:
     value: float | None    # its size as the paper's numbers give it (a magnitude); None: a figure, no number
     unit: str              # the unit of `value`, e.g. 'top-1 (fraction)', 'share of pairs'
     source: str            # where, quoted as printed, e.g. 'Table 1: DirectCLR 62.7, no projector 51.5'
+    # how our gate tests the part: 'direction' (a paired comparison: `differ` where its seeds detect `value`) or
+    # 'equivalence' (the paper reports no real gain, which we test within a margin of ours: agree, never differ)
+    test: str = 'direction'
 
 EFFECTS: dict[tuple[str, str], PaperEffect] = {}
 
@@ -318,6 +321,8 @@ def _effects(*effects: PaperEffect):
     for e in effects:
         if e.id not in PAPER: raise ValueError(f"unknown result ID {e.id!r} in an effect")
         if (e.id, e.part) in EFFECTS: raise ValueError(f"effect {e.id} / {e.part!r} is registered twice")
+        if e.test not in ('direction', 'equivalence'):
+            raise ValueError(f"effect {e.id} / {e.part!r}: test must be 'direction' or 'equivalence'; got {e.test!r}")
         if e.value is not None and not (isinstance(e.value, (int, float)) and e.value >= 0):
             raise ValueError(f"effect {e.id} / {e.part!r}: value must be a non-negative number or None")
         EFFECTS[e.id, e.part] = e
@@ -615,7 +620,7 @@ def _t1_largest(m: str, k: int) -> PaperEffect:
     col = _TABLE_COL[_M_COLS[k]]
     return PaperEffect('margins.table1', f'{_M_COLS[k]}: {m} type I/II α − α 0 (largest)', round(abs(gaps[top]), 3),
                        'top-1 (points)', f"Table 1, {col}: {({'MoCo v3': 'MoCo'}).get(m, m)} α 0 {base:.3f}, "
-                       f"type {top} {r[top][k]:.3f} (the largest of its four gaps)")
+                       f"type {top} {r[top][k]:.3f} (the largest of its four gaps)", test='equivalence')
 
 _T2_PARTS = [('MoCo v3', 'pos', 'base'), ('MoCo v3', 'pos&curv', 'base'), ('MoCo v3', 'margins', 'base'),
              ('MoCo v3', 'ratio', 'base'), ('MoCo v3', 'pos', 'margins'), ('MoCo v3', 'pos', 'ratio'),
