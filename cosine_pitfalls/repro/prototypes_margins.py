@@ -526,18 +526,14 @@ def detect_text(j: Judgement, id: str, keep=lambda part: True) -> str:
 
 def untrained_report(id: str,       # a result ID of this notebook
                      profile: str,  # the scale that does not train it
-                    ) -> tuple:     # (dataset, table, ours line, verdict, figure or None) for `SectionRun.save`
-    "A result this profile does not train: one Untested part through the gate, with what it would need."
+                    ) -> tuple:     # (dataset, table, ours line, verdict, None: no figure) for `SectionRun.save`
+    "A result this profile does not train: one Untested part through the gate, with what it would need; no figure."
     need = SETTINGS_COMPARED.get(id, 'a scale this profile does not run')
     j = judge_untrained(id, profile, need)
     tab = pd.DataFrame({'paper': {'effect': paper_text(id)}, 'ours': {'effect': f'not trained at {profile}'},
                         'needs': {'effect': need}}).T
-    fig = None
-    if PAPER[id].kind == 'figure':
-        fig, ax = plt.subplots(figsize=(6, 1.2)); ax.axis('off')
-        ax.text(0, 0.5, f'{id}: not trained at the {profile} scale', fontsize=9); plt.close(fig)
     ours = f"{j.label}: not trained at the {profile} scale (no budget spent); it needs {need}."
-    return xr.Dataset(attrs=dict(trained=0)), tab, ours, j, fig
+    return xr.Dataset(attrs=dict(trained=0)), tab, ours, j, None      # nothing measured, nothing drawn
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #4a4df931
 CURVE_STYLE = {'base': ('tab:gray', 'o'), 'clop': ('tab:red', 's'), 'etf': ('tab:blue', '^')}

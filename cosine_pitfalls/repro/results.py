@@ -15,7 +15,7 @@ import xarray as xr
 
 from ..utils import atomic_path, atomic_paths, atomic_write_text, check_choice, current_umask, params_hash
 from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
-from .verdicts import Judgement
+from .verdicts import Judgement, Untested
 
 # %% auto #0
 __all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'SHORT', 'skip_iri_grammars', 'parse_numbers', 'check_range',
@@ -186,7 +186,7 @@ class SectionRun:
              *, table: pd.DataFrame,        # the table the report shows
              ours: str,                     # one line: our number / what our run shows
              verdict: 'Judgement',          # from `judge_all`, the one gate (a plain string is refused)
-             fig=None,                      # matplotlib figure (required for figure IDs)
+             fig=None,                      # matplotlib figure (required for figure IDs that measured something)
              detect: str = '',              # training IDs: the smallest effect our setting detects, or the
                                             # scale the claim needs, beside the paper's effect (one line)
              untestable: str = '',          # an `inconclusive` our scale cannot test: what it would need
@@ -203,7 +203,10 @@ class SectionRun:
             raise TypeError(f"table must be a pandas.DataFrame; got {type(table).__name__}")
         if not (isinstance(ours, str) and ours.strip()):
             raise ValueError("ours must be a non-empty one-line string")
-        if PAPER[id].kind == 'figure' and fig is None: raise ValueError(f"{id} is a figure result: pass fig=")
+        # a figure result draws what it measured; one that trained nothing (every deciding part Untested) has nothing
+        # to draw, and no placeholder image stands in for it
+        if PAPER[id].kind == 'figure' and fig is None and not all(isinstance(p, Untested) for p in judged.parts):
+            raise ValueError(f"{id} is a figure result: pass fig= (only a result whose every part is Untested has none)")
         if untestable and verdict != 'inconclusive':
             raise ValueError(f"untestable is the reason of an 'inconclusive' verdict; {id} is {verdict!r}")
         if self.section in TRAINING_SECTIONS and not str(detect).strip():
