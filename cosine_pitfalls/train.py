@@ -822,9 +822,11 @@ def _run_one(kw: dict) -> str:
 
 def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Path,
                   settings: dict | None = None,   # name -> field overrides: a `setting` dimension
+                  seeds_of: dict | None = None,   # setting name -> its own seeds, where it needs fewer than `seeds`
                  ) -> list[tuple[dict, TrainConfig]]:
     """Every (setting, grid point, seed) as a validated config with its own folder under out_dir/runs/
-    (before anything runs)."""
+    (before anything runs). A setting in `seeds_of` runs its own seeds, a subset of `seeds` (its other seeds are
+    NaN in the sweep's Dataset)."""
     names = {f.name for f in fields(TrainConfig)}
     over = [k for o in (settings or {}).values() for k in o]
     bad = [k for k in list(grid) + over if k not in names or k in ('seed', 'out_dir')]
@@ -832,12 +834,16 @@ def sweep_configs(base: TrainConfig, grid: dict, seeds: list, out_dir: str | Pat
         raise ValueError(f"grid fields {sorted(set(bad))} are not TrainConfig fields (seed and out_dir are "
                          f"set by the sweep)")
     if not seeds: raise ValueError('seeds must list at least one seed')
+    bad = {n: s for n, s in (seeds_of or {}).items()
+           if n not in (settings or {}) or not s or not set(s) <= set(seeds)}
+    if bad:
+        raise ValueError(f"seeds_of must map names of settings to non-empty subsets of seeds {list(seeds)}; got {bad}")
     keys = list(grid)
     points = [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
     out = []
     for name, o in (settings or {None: {}}).items():
         for p in points:
-            for s in seeds:
+            for s in (seeds_of or {}).get(name, seeds):
                 c = dataclasses.replace(base, **o, **p, seed=s, out_dir='')
                 coords = ({'setting': name} if settings else {}) | p | {'seed': s}
                 out.append((coords, dataclasses.replace(c, out_dir=str(Path(out_dir)/'runs'/c.run_id()))))
@@ -865,9 +871,10 @@ def sweep(base: TrainConfig,            # the settings every run shares
           workers: int = 1,             # processes training at once (CPU: 2 on a 2-core machine)
           progress: bool = True,
           settings: dict | None = None, # name -> field overrides: a `setting` dimension of named configs
+          seeds_of: dict | None = None, # setting name -> its own seeds (a subset of `seeds`; the others NaN)
          ) -> xr.Dataset:               # dims: setting (if given), the grid's fields, seed, epoch
     "Train named settings x a grid x seeds (finished runs skipped, interrupted ones resumed); one Dataset of all."
-    runs = sweep_configs(base, grid, seeds, out_dir, settings)  # every config validated before any training
+    runs = sweep_configs(base, grid, seeds, out_dir, settings, seeds_of)  # every config validated before training
     _int('workers', workers, 1)
     todo = sweep_pending(runs)
     if workers == 1 or len(todo) <= 1:

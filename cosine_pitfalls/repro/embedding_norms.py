@@ -203,6 +203,8 @@ def regroup(ds: xr.Dataset,        # the sweep's result: dims setting, seed, epo
     m = meta[meta.group == group]
     if m.empty: raise ValueError(f"group {group!r} has no settings; groups: {sorted(set(meta.group))}")
     sub = ds.sel(setting=list(m.index))
+    if 'n_seeds' in m and 'seed' in sub.dims:   # a group that runs fewer seeds than the profile (05b: by power)
+        sub = sub.isel(seed=slice(0, int(m.n_seeds.max())))
     mi = pd.MultiIndex.from_frame(m[dims].reset_index(drop=True))
     return sub.assign_coords(xr.Coordinates.from_pandas_multiindex(mi, 'setting')).unstack('setting')
 
@@ -249,6 +251,9 @@ def plan_runs(p: dict, ids: list,    # the notebook's parameters, the result IDs
     roles, data_kw, used = data_needs(p, ids)
     settings, meta = settings_5a(trained_ids(p, ids), roles, data_kw=data_kw, n_train=n_train, **P)
     seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    from cosine_pitfalls.repro.price import claim_seeds     # each group the seeds its claims' power needs
+    seeds_of = claim_seeds(trained_ids(p, ids), dict(meta.group), ID_GROUPS, seeds)
+    meta = meta.assign(n_seeds=[len(seeds_of.get(n, seeds)) for n in meta.index])   # what `regroup` keeps
     base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'], backbone=p['backbone'],
                        width=p['width'], epochs=p['epochs'], steps_per_epoch=p['steps_per_epoch'],
                        batch_size=p['batch_size'], optimizer='sgd', lr=p['lr'], momentum=0.9,
@@ -256,8 +261,9 @@ def plan_runs(p: dict, ids: list,    # the notebook's parameters, the result IDs
                        record_init=True, knn_features='embedding', queue_size=p['queue_size'],
                        dino_out=p['dino_out'], diag_samples=p['diag_samples'], show_progress=False,
                        **data_kw[p['dataset']])
-    return dict(roles=roles, data_kw=data_kw, used=used, settings=settings, meta=meta, seeds=seeds, base=base,
-                runs=sweep_configs(base, {}, seeds, train_dir, settings=settings) if settings else [])
+    return dict(roles=roles, data_kw=data_kw, used=used, settings=settings, meta=meta, seeds=seeds,
+                seeds_of=seeds_of, base=base, runs=sweep_configs(base, {}, seeds, train_dir, settings=settings,
+                                                                 seeds_of=seeds_of) if settings else [])
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #ce16953a
 def all_images(data) -> tuple:   # data: one loaded dataset (`data.load_dataset`)
@@ -1236,7 +1242,8 @@ PROFILES = {
                 untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
     # cpu-long (opt-in): cpu's settings at 91 epochs = 1,001 steps, long enough to judge Table 1's accuracy part
     'cpu-long': dict(epochs=91),
-    # gpu: 5 seeds, the most its claims need by their power at the recorded spread (price.seeds_for: Tables 1, 3, 5)
+    # gpu: 5 seeds, the most its claims need by their power at the recorded spread (price.seeds_for: Tables 3, 5);
+    # each group of runs trains the most its own claims need (price.claim_seeds: Table 1 4, Figs. 3-4 3)
     'gpu': dict(n_seeds=5, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
                 width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
                 lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',

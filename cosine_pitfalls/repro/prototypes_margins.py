@@ -317,13 +317,17 @@ def settings_plan(p: dict, ids: list,   # the notebook's parameters, the result 
                        data_path=(p['data_path'] or None) if x == 'imagefolder' else None) for x in used}
     trained = trained_ids(p, ids)
     settings, meta = settings_5b(trained, roles_c, roles_m, Pc, Pm, data_kw)
+    seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
+    from cosine_pitfalls.repro.price import claim_seeds     # each group the seeds its claims' power needs
+    seeds_of = claim_seeds(trained, dict(meta.group), ID_GROUPS, seeds)
+    meta = meta.assign(n_seeds=[len(seeds_of.get(n, seeds)) for n in meta.index])   # what `regroup` keeps
     base = TrainConfig(method='simclr', dataset=d, data_root=p['data_root'], backbone=p['backbone'],
                        width=p['width'], epochs=p['epochs'], steps_per_epoch=p['steps_per_epoch'],
                        head_width=p['head_width'], head_out=p['head_out'], momentum=0.9, eval_every=0,
                        linear_probe=True, probe_epochs=p['probe_epochs'], show_progress=False, threads=1,
                        checkpoint_every=10, **data_kw[d])
     return dict(Pc=Pc, Pm=Pm, roles_c=roles_c, roles_m=roles_m, data_kw=data_kw, trained=trained,
-                settings=settings, meta=meta, seeds=list(range(p['seed'], p['seed'] + p['n_seeds'])), base=base)
+                settings=settings, meta=meta, seeds=seeds, seeds_of=seeds_of, base=base)
 
 def data_needs(p: dict, ids: list) -> tuple:
     "The datasets the trained settings and the transfer rows load: (roles, data_kw, used)."
@@ -360,12 +364,16 @@ def plan_runs(p: dict, ids: list,     # the notebook's parameters, the result ID
         if meta.loc[n, 'group'].startswith('m_') and meta.loc[n, 'group'] != 'm_in1k' and o['method'] in m0:
             o['ema'] = ema_for_steps(m0[o['method']], run_steps(dataclasses.replace(base, **o), n_train),
                                      M_PAPER_STEPS)
-    runs = sweep_configs(base, {}, sp['seeds'], train_dir, settings=settings) if settings else []
+    runs = (sweep_configs(base, {}, sp['seeds'], train_dir, settings=settings, seeds_of=sp['seeds_of'])
+            if settings else [])
     first = {}                                 # the first seed's run folder -> the first setting that makes it
     for k, c in runs:
         if k['seed'] == sp['seeds'][0]: first.setdefault(c.out_dir, k['setting'])
     same = {k['setting']: first[c.out_dir] for k, c in runs if k['seed'] == sp['seeds'][0]}  # -> the one trained
+    dseeds = {}                                # a distinct run's seeds: the most of the settings it stands for
+    for n, d in same.items(): dseeds[d] = max(dseeds.get(d, []), sp['seeds_of'].get(n, sp['seeds']), key=len)
     return dict(sp, runs=runs, same=same, distinct={n: settings[n] for n in dict.fromkeys(same.values())},
+                distinct_seeds_of={d: s for d, s in dseeds.items() if len(s) < len(sp['seeds'])},
                 ema_used=sorted({(o['method'], o['ema']) for o in settings.values() if o.get('ema') is not None}))
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #13f898e5
@@ -1074,7 +1082,7 @@ def transfer_all(meta: pd.DataFrame,    # the settings' description; group m_t3 
         if (dst, side, ch) not in targets: targets[(dst, side, ch)] = load_target(dst, side, ch)
         for n in names[meta.loc[names, 'pair'] == pair]:
             for s in seeds:
-                if str(status.sel(setting=n, seed=s).item()) == 'diverged': continue
+                if (n, s) not in run_dir or str(status.sel(setting=n, seed=s).item()) == 'diverged': continue
                 top1.loc[n, s] = transfer_probe(run_dir[(n, s)], targets[(dst, side, ch)], d_cls, probe_epochs,
                                                 device)['top1']
     torch.set_num_threads(threads)
@@ -1385,7 +1393,8 @@ PROFILES = {
     'cpu-long': dict(c_values='1/3,0.7,1.5', clop_lr_batch=128, train_ids='margins.fig3,margins.fig5,clop.table2'),
     # gpu: 5 epochs, and at least 1,000 steps for every run (an accuracy claim's; CLOP's batch-1024 runs: 21 epochs)
     # seeds: 5, the most its claims need by their power at the recorded spread (price.seeds_for: margins Tables 2-4,
-    # clop Table 2); margins Fig. 7 is left to the paper profile (price.left_to_paper: no seeds up to 5 detect its
+    # clop Table 2), each group of runs the most its own claims need (claim_seeds: clop Fig. 6, 3); margins Fig. 7 is
+    # left to the paper profile (price.left_to_paper: no seeds up to 5 detect its
     # gains of 0.27 and 0.69 points at the recorded spread)
     'gpu': dict(_SHARED_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5, min_steps=1000,
                 n_seeds=5, train_ids='clop.fig6,clop.fig7,clop.table1,clop.table2,clop.table3,margins.table1,'
