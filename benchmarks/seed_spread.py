@@ -1,5 +1,5 @@
 """The seed spread of accuracy differences that a finished reproduction measured, for the gpu profile's power statement
-(`repro.price.SEED_SPREAD`).
+(`repro.power.SEED_SPREAD`).
 
 Reads every training result's summary (`results/<ID>.json`) of an output folder and, for each part the gate judged as
 a paired comparison over seeds, the paired mean difference and its standard error as the gate printed them
@@ -14,7 +14,7 @@ import argparse, json, math, re, statistics, sys
 from pathlib import Path
 
 from cosine_pitfalls.repro.paper import PAPER, effects_of
-from cosine_pitfalls.repro.price import is_accuracy
+from cosine_pitfalls.repro.power import is_accuracy
 
 PART = re.compile(r'^(?:\[control, shown only\] )?(?P<label>.+?) (?P<diff>[+-]\d+\.\d+) ± (?P<se>\d+\.\d+) \(p = ')
 

@@ -17,7 +17,7 @@ LIBRARY = {'utils', 'losses', 'similarity_losses', 'evaluation', 'data', 'models
 # the companion: nbs/repro/, the subpackage `repro`
 COMPANION = {f'repro.{m}' for m in ('paper', 'verdicts', 'results', 'gradients', 'toy', 'clop_synthetic', 'directclr',
                                      'embedding_norms', 'prototypes_margins', 'pins', 'plan', 'report', 'execute',
-                                     'preflight', 'price', 'shards', 'cli')}
+                                     'preflight', 'price', 'power', 'shards', 'cli')}
 # imported by these at module level: nothing beyond torch, numpy and the standard library
 LIGHT = {'utils', 'losses', 'similarity_losses', 'evaluation', 'mechanisms', 'dist', 'diagnostics', 'plot'}
 # torchvision only inside the functions that build a ResNet or load a dataset

@@ -1,5 +1,5 @@
 """`benchmarks/seed_spread.py`, which wrote the seed spread the gpu profile's power statements assume
-(`repro.price.SEED_SPREAD`): on the shared smoke reproduction, every paired accuracy comparison of sections 4-5 the
+(`repro.power.SEED_SPREAD`): on the shared smoke reproduction, every paired accuracy comparison of sections 4-5 the
 gate printed is read, none of another kind, and the spread is se·√n of what was printed."""
 import json, math, runpy
 from pathlib import Path

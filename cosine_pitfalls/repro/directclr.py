@@ -466,7 +466,7 @@ PROFILES = {
                 probe_iter=200, workers=2),
     # cpu-long (opt-in): every setting at cpu's length, for table1/table2/subvector/fig12's other arms
     'cpu-long': dict(settings='all'),
-    # gpu: 5 seeds, the most its claims need by their power at the recorded spread (price.seeds_for: DirectCLR Table 2)
+    # gpu: 5 seeds, the most its claims need by their power at the recorded spread (power.seeds_for: DirectCLR Table 2)
     'gpu': dict(n_seeds=5, dataset='cifar10', image_size=32, channels=3, backbone='resnet18', epochs=30,
                 steps_per_epoch=0, batch_size=512, optimizer='sgd', lr=0.3, weight_decay=0.0001,
                 head_width=2048, head_out=128, d0=90, d0_sweep='16,32,64,90,128,256', probe_iter=200,

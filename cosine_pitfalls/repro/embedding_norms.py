@@ -251,7 +251,7 @@ def plan_runs(p: dict, ids: list,    # the notebook's parameters, the result IDs
     roles, data_kw, used = data_needs(p, ids)
     settings, meta = settings_5a(trained_ids(p, ids), roles, data_kw=data_kw, n_train=n_train, **P)
     seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
-    from cosine_pitfalls.repro.price import claim_seeds     # each group the seeds its claims' power needs
+    from cosine_pitfalls.repro.power import claim_seeds     # each group the seeds its claims' power needs
     seeds_of = claim_seeds(trained_ids(p, ids), dict(meta.group), ID_GROUPS, seeds)
     meta = meta.assign(n_seeds=[len(seeds_of.get(n, seeds)) for n in meta.index])   # what `regroup` keeps
     base = TrainConfig(method='simclr', dataset=p['dataset'], data_root=p['data_root'], backbone=p['backbone'],
@@ -1242,8 +1242,8 @@ PROFILES = {
                 untested='pitfalls.table2,pitfalls.table3,pitfalls.table4,pitfalls.table5,pitfalls.table6'),
     # cpu-long (opt-in): cpu's settings at 91 epochs = 1,001 steps, long enough to judge Table 1's accuracy part
     'cpu-long': dict(epochs=91),
-    # gpu: 5 seeds, the most its claims need by their power at the recorded spread (price.seeds_for: Tables 3, 5);
-    # each group of runs trains the most its own claims need (price.claim_seeds: Table 1 4, Figs. 3-4 3)
+    # gpu: 5 seeds, the most its claims need by their power at the recorded spread (power.seeds_for: Tables 3, 5);
+    # each group of runs trains the most its own claims need (power.claim_seeds: Table 1 4, Figs. 3-4 3)
     'gpu': dict(n_seeds=5, dataset='cifar10', dataset_c100='cifar100', image_size=0, backbone='resnet18',
                 width=32, head_width=2048, head_out=128, epochs=8, epochs_t3='8,20', steps_per_epoch=0, batch_size=256,
                 lr=0.06, wds='0.05,0.005,0.0005,0.000005,0', cuts='1,2,4,8', wds_t5='1e-8,1e-6,5e-6,1e-5',

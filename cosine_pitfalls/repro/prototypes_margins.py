@@ -318,7 +318,7 @@ def settings_plan(p: dict, ids: list,   # the notebook's parameters, the result 
     trained = trained_ids(p, ids)
     settings, meta = settings_5b(trained, roles_c, roles_m, Pc, Pm, data_kw)
     seeds = list(range(p['seed'], p['seed'] + p['n_seeds']))
-    from cosine_pitfalls.repro.price import claim_seeds     # each group the seeds its claims' power needs
+    from cosine_pitfalls.repro.power import claim_seeds     # each group the seeds its claims' power needs
     seeds_of = claim_seeds(trained, dict(meta.group), ID_GROUPS, seeds)
     meta = meta.assign(n_seeds=[len(seeds_of.get(n, seeds)) for n in meta.index])   # what `regroup` keeps
     base = TrainConfig(method='simclr', dataset=d, data_root=p['data_root'], backbone=p['backbone'],
@@ -1392,9 +1392,9 @@ PROFILES = {
     # batch 128 so that its runs reach 1,001 steps in the same 91 epochs (9 runs, ~25 s each here)
     'cpu-long': dict(c_values='1/3,0.7,1.5', clop_lr_batch=128, train_ids='margins.fig3,margins.fig5,clop.table2'),
     # gpu: 5 epochs, and at least 1,000 steps for every run (an accuracy claim's; CLOP's batch-1024 runs: 21 epochs)
-    # seeds: 5, the most its claims need by their power at the recorded spread (price.seeds_for: margins Tables 2-4,
+    # seeds: 5, the most its claims need by their power at the recorded spread (power.seeds_for: margins Tables 2-4,
     # clop Table 2), each group of runs the most its own claims need (claim_seeds: clop Fig. 6, 3); margins Fig. 7 is
-    # left to the paper profile (price.left_to_paper: no seeds up to 5 detect its
+    # left to the paper profile (power.left_to_paper: no seeds up to 5 detect its
     # gains of 0.27 and 0.69 points at the recorded spread)
     'gpu': dict(_SHARED_GRIDS, **_LARGE, transfer='cifar100>cifar10,cifar10>cifar100', epochs=5, min_steps=1000,
                 n_seeds=5, train_ids='clop.fig6,clop.fig7,clop.table1,clop.table2,clop.table3,margins.table1,'
