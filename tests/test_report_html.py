@@ -254,9 +254,17 @@ def test_a_section_notebook_opens_unchanged_in_jupyterlab(tmp_path):
         drv.get(f'http://127.0.0.1:{port}/lab/tree/{nb.name}')
         status = lambda: drv.execute_script("const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
                                             "return e ? e.getAttribute('data-status') : null")
-        t0 = time.time()
-        while status() != 'idle' and time.time() - t0 < 90: time.sleep(0.5)
-        assert status() == 'idle', 'the kernel never came up'
+        def kernels():                                           # the server's word on the kernels it started
+            with urllib.request.urlopen(f'http://127.0.0.1:{port}/api/kernels', timeout=5) as r: return json.load(r)
+        # the indicator reads 'idle' for a moment before the kernel is asked for, then 'initializing': wait until the
+        # server holds a started kernel that is idle and the page has said 'idle' on three polls in a row
+        t0, seen, states = time.time(), 0, []
+        while seen < 3 and time.time() - t0 < 120:
+            states = [k['execution_state'] for k in kernels()]
+            seen = seen + 1 if (states and set(states) == {'idle'} and status() == 'idle') else 0
+            time.sleep(0.5)
+        assert seen == 3, (f'the kernel never came up: server {states}, page {status()!r}; lab log:\n'
+                           + (tmp_path/'lab.log').read_text()[-2000:])
         time.sleep(3)                                            # the kernel's info has reached the document
         tabs = drv.execute_script("return [...document.querySelectorAll('.lm-TabBar-tab')]"
                                   ".filter(t => t.textContent.includes(arguments[0]))"
