@@ -1,6 +1,7 @@
 """`reproduce --train-only` through submitit (repro.shards): the runs equal those the notebooks' own sweeps trained in
 the smoke reproduction; submitting again sends nothing; a shard cancelled mid-run and submitted again resumes bit for
-bit; the sbatch script sent to Slurm (a stub `sbatch` that records it)."""
+bit; the sbatch script sent to Slurm (a stub `sbatch` that records it); a run of several GPUs as one job of two
+local tasks (DDP over gloo), equal to torchrun's."""
 import os, stat, time
 from pathlib import Path
 
@@ -120,3 +121,33 @@ def test_bad_requests_are_refused_before_anything(tmp_path):
         r = run_main('reproduce', '--profile', 'smoke', '--section', '4', *args, '--out', tmp_path/'o')
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
         assert not (tmp_path/'o'/'training').exists()
+
+
+def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path):
+    """A run of several GPUs sent as one job of N tasks (`DDPTask`) through submitit's local executor, two tasks on the
+    CPU (gloo): the job trains it once, in a group of two, and its dataset is bit for bit the one `--executor here`'s
+    torchrun path trains (`python -m torch.distributed.run ... -m cosine_pitfalls.repro.shards RUN.json`)."""
+    import json, subprocess, sys
+    from cosine_pitfalls.repro.pins import kernel_env
+    from cosine_pitfalls.repro.shards import Run, submit, training_runs
+    req = dict(profile='smoke', only=['directclr.table1'], overrides=['settings=none', 'n_seeds=1', 'epochs=2',
+                                                                      'steps_per_epoch=3'])
+    job_out, run_out = tmp_path/'job', tmp_path/'torchrun'
+    r, = training_runs(**req, out=job_out, price=False)
+    logs = []
+    job, = submit([Run(r.name, r.kw, 1.0, 1.0, gpus=2)], job_out, 'local', env=kernel_env('smoke'), profile='smoke',
+                  log=logs.append)
+    assert logs == [f'submitted {r.name} as one job of 2 tasks (DDP)'], logs
+    assert job.results() == [r.kw['out_dir']] * 2                   # two tasks, each ended in the trainer
+    t, = training_runs(**req, out=run_out, price=False)
+    f = tmp_path/'run.json'; f.write_text(json.dumps(t.kw))
+    p = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2',
+                        '-m', 'cosine_pitfalls.repro.shards', str(f)], env={**os.environ, **kernel_env('smoke')},
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    a, b = datasets(job_out), datasets(run_out)
+    assert list(a) == list(b) == [Path(r.kw['out_dir']).name]
+    xr.testing.assert_identical(a[Path(r.kw['out_dir']).name], b[Path(r.kw['out_dir']).name])
+    for folder in (job_out, run_out):
+        ds = xr.load_dataset(next((folder/'training'/'04_directclr'/'runs').glob('*/run.nc')), engine='h5netcdf')
+        assert ds.attrs['world_size'] == 2 and ds.sizes['epoch'] == 3, ds.attrs
