@@ -80,6 +80,40 @@ def test_a_page_reaches_its_first_figure_soon(smoke):
     assert '<details class="folded-code"><summary>Code (' in p and 'exported to the package</summary>' in p
 
 
+def figures_under_headings(page: str, ids: list[str]) -> dict:
+    """Each heading of result IDs on a page (one heading may name several: its anchors stand together, only markup
+    between them) -> the number of images between it and the next result heading."""
+    at = sorted((m.start(), m.end(), i) for i in ids for m in re.finditer(rf'id="{re.escape(i)}"', page))
+    groups = []
+    for start, end, i in at:
+        gap = page[groups[-1][1]:start] if groups else ''
+        if groups and not re.sub(r'<[^>]*(?:>|$)|\s', '', gap.split('>', 1)[-1]):    # only markup since the last anchor
+            groups[-1] = (groups[-1][0], end, groups[-1][2] + (i,))
+        else: groups.append((start, end, (i,)))
+    return {g[2]: page.count('<img', g[1], groups[k + 1][0] if k + 1 < len(groups) else len(page))
+            for k, g in enumerate(groups)}
+
+
+def test_every_figure_shows_under_its_result(smoke):
+    """A reader who follows an ID from the report lands on its heading and finds its figure below it, before the next
+    result: on every section page, each heading has at least as many images as its IDs have figures on disk."""
+    out, _ = smoke
+    missing = {}
+    for f, nb in NOTEBOOKS.items():
+        ids = [i for i in IDS if notebook_of(i).file == f]
+        page = (out/'notebooks'/f'{nb.stem}.smoke.html').read_text(encoding='utf-8')
+        for group, n in figures_under_headings(page, ids).items():
+            want = sum((out/'figures'/f'{i}.png').exists() for i in group)
+            if n < want: missing[group] = (n, want)
+    assert not missing, missing                   # heading's IDs -> (images under it, figures on disk)
+
+
+def test_the_heading_groups_are_read_as_a_reader_sees_them():
+    page = ('<h3 id="a.x"><a id="a.y"></a>a.x, a.y</h3><p>text</p><img src="1.png"><img src="2.png">'
+            '<h3 id="a.z">a.z</h3><p>none</p>')
+    assert figures_under_headings(page, ['a.x', 'a.y', 'a.z']) == {('a.x', 'a.y'): 2, ('a.z',): 0}
+
+
 def test_the_figure_count_sees_code(tmp_path):
     page = ('<div class="highlight hl-ipython3"><pre>a = 1\nb = 2\n</pre></div>'
             '<details class="folded-code"><summary>Code</summary><div class="highlight hl-ipython3"><pre>x\ny\nz</pre>'
