@@ -16,7 +16,7 @@ from .verdicts import (TESTS, Judgement, Comparison, Untested, Shown, detectable
                                             judge_bound, judge_claim, judge_within)
 from .results import parse_numbers
 from ..methods import EMA_METHODS, PUBLISHED
-from .paper import EFFECTS, PAPER
+from .paper import EFFECTS, PAPER, paper_series
 from ..data import eval_images
 from ..diagnostics import ema_drift
 from ..evaluation import kfold_probe
@@ -687,7 +687,10 @@ def report_table2(t: xr.Dataset,   # Table 2's runs: pos_obtuse_share with dims 
     for ax, d in zip(axs[0], t.dataset.values):
         for m in CORE:
             o = ob.sel(dataset=d, model=m) * 100
-            ax.errorbar(o.epoch, o.mean('seed'), yerr=o.std('seed'), marker='o', ms=3, capsize=2, label=m)
+            line = ax.errorbar(o.epoch, o.mean('seed'), yerr=o.std('seed'), marker='o', ms=3, capsize=2, label=m)
+            for s in paper_series('pitfalls.table2', f'{roles[str(d)]} {m}'):   # the paper's epoch 1, drawn only
+                ax.plot([read[str(d)]], [s.y[0]], ls='none', marker='*', ms=11, mfc='none',
+                        color=line[0].get_color(), label=f'{s.label}, epoch 1')
         ax.axvline(read[str(d)], color='gray', ls=':', label="paper's epoch 1 (images)")
         ax.set(xlabel='epoch', ylabel='positive pairs at angle > π/2 (%)', title=names[str(d)])
         ax.legend(fontsize=8)
@@ -1167,15 +1170,19 @@ def report_lee(var: xr.DataArray,  # `lee_variance`: (batch_size, variant, seed)
     "lee's variance table, ours: variance and kNN by batch size, SimCLR and SimCLR + L_VRNS."
     bs = sorted(var.batch_size.values.tolist())
     fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
+    ticks = set(bs)
     for v_, lab in (('default', 'SimCLR'), ('vrns', f'SimCLR + L_VRNS (λ {vrns_weight:g})')):
         x, k = var.sel(variant=v_), kl.sel(variant=v_)
-        axs[0].errorbar(bs, x.mean('seed'), yerr=x.std('seed'), marker='o', capsize=3, label=lab)
+        line = axs[0].errorbar(bs, x.mean('seed'), yerr=x.std('seed'), marker='o', capsize=3, label=f'ours, {lab}')
         axs[1].errorbar(bs, k.mean('seed'), yerr=k.std('seed'), marker='o', capsize=3, label=lab)
+        for s in paper_series('lee.table_var', v_):   # the paper's printed variances: the same quantity, drawn only
+            axs[0].plot(s.x, s.y, ls='--', marker='s', mfc='none', color=line[0].get_color(), label=s.label)
+            ticks |= set(s.x)
     axs[0].set(xscale='log', xlabel='batch size', ylabel='variance of negative-pair cosines')
-    axs[0].set_xticks(bs, [str(b) for b in bs])
+    axs[0].set_xticks(sorted(ticks), [str(b) for b in sorted(ticks)])
     axs[1].set(xscale='log', xlabel='batch size', ylabel='kNN top-1 (on r)')
     axs[1].set_xticks(bs, [str(b) for b in bs])
-    for a in axs: a.legend(fontsize=8)
+    for a in axs: a.minorticks_off(); a.legend(fontsize=8)           # the batch sizes only, no log-scale minor labels
     fig.suptitle(f'lee, variance table, ours: {scale}', fontsize=9)
     fig.tight_layout()
     tab = pd.DataFrame({b: {'epochs (equal steps)': last[b],

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # %% auto #0
-__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'CITATIONS', 'PAPER', 'EFFECTS', 'Notebook', 'Section', 'Citation', 'PaperResult',
-           'section_ids', 'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of']
+__all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'CITATIONS', 'PAPER', 'EFFECTS', 'SERIES', 'Notebook', 'Section', 'Citation',
+           'PaperResult', 'section_ids', 'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect',
+           'effects_of', 'PaperSeries', 'paper_series']
 
 # %% ../../nbs/repro/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
@@ -694,3 +695,35 @@ _effects(
     PaperEffect('margins.fig7', 'SimCLR m1 0.2 − no ratio', 0.267, 'top-1 (points)',
                 'Table 2, CIFAR10, at the m1 = 0.2 of Table 8: SimCLR 89.653, + ratio. 89.920 (Fig. 7 is a figure)'),
 )
+
+# %% ../../nbs/repro/00_paper.ipynb #9ca50fee
+@dataclass(frozen=True)
+class PaperSeries:
+    "Numbers a paper prints that one of our figures draws beside ours: the same quantity, in the same unit, as printed."
+    id: str            # the result ID, e.g. 'lee.table_var'
+    quantity: str      # what is drawn, in the unit of our figure's axis
+    setting: str       # the paper's setting, in our names (e.g. 'default', 'vrns'; 'C-100 simclr')
+    label: str         # the legend's text, naming the paper's model and data
+    x: tuple           # the paper's x values (batch sizes, epochs)
+    y: tuple           # the printed values, in `quantity`'s unit
+    source: str        # where, as printed
+
+SERIES: dict[str, tuple[PaperSeries, ...]] = {
+    'lee.table_var': tuple(
+        PaperSeries('lee.table_var', _VAR_5A, v, f'paper, {name}: ResNet-18, CIFAR-10', tuple(_LEE_5A),
+                    tuple(p[k] for p in _LEE_5A.values()),
+                    f'Variance of negative-pair similarities by batch size, {name}: '
+                    + ', '.join(f'{b} {p[k]}' for b, p in _LEE_5A.items()))
+        for k, (v, name) in enumerate((('default', 'SimCLR'), ('vrns', 'SimCLR + Ours')))),
+    'pitfalls.table2': tuple(
+        PaperSeries('pitfalls.table2', f'{_SHARE_5A} (%)', f'{role} {m}',
+                    f'paper, {_NAME_5A[m]}: {_ROLE_5A[role]}', (1, 16), tuple(float(v) for v in vals),
+                    f'Table 2, Effect Rate, {_ROLE_5A[role]} {_NAME_5A[m]}: Epoch 1 {vals[0]}%, Epoch 16 {vals[1]}%')
+        for (role, m), vals in _T2_5A.items()),
+}
+
+def paper_series(id: str,                 # result ID
+                 setting: str | None = None,  # one setting only (None: all)
+                ) -> list[PaperSeries]:
+    "The paper's printed values one of our figures of `id` draws (empty where it draws none)."
+    return [s for s in SERIES.get(check_ids([id])[0], ()) if setting is None or s.setting == setting]
