@@ -6,7 +6,7 @@ headless Chromium driven by chromedriver where both are installed (Debian: `apt-
 without them the browser test is skipped and says so (`pytest -rs`), unless $COSINE_PITFALLS_REQUIRE_BROWSER is set
 (CI sets it, after installing both): then their absence fails it.
 """
-import json, os, re, shutil, subprocess, sys, time, urllib.parse
+import contextlib, json, os, re, shutil, subprocess, sys, time, urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -251,10 +251,10 @@ def test_report_html_in_chromium(smoke, tmp_path):
         drv.quit()
 
 
-def test_a_section_notebook_opens_unchanged_in_jupyterlab(tmp_path):
-    """JupyterLab, started from the venv as `make lab` starts it, opens a section notebook without marking it
-    modified and writes nothing to it: the notebooks store the kernelspec and language_info it writes (issue 34.6:
-    a reader's JupyterLab turned the tab modified and autosaved a diff)."""
+@contextlib.contextmanager
+def _jupyterlab(tmp_path, folder: Path):
+    """JupyterLab started from the venv as `make lab` starts it, serving `folder`, and headless Chromium:
+    yields (driver, base URL, the server's kernels as a function)."""
     import socket, urllib.request
     found, why = _browser()
     if not found:
@@ -264,10 +264,9 @@ def test_a_section_notebook_opens_unchanged_in_jupyterlab(tmp_path):
     from selenium.webdriver.chrome.service import Service
     spec = json.loads((Path(sys.prefix)/'share'/'jupyter'/'kernels'/'python3'/'kernel.json').read_text())
     assert spec['display_name'] == 'python3', 'the venv predates `make setup`\'s kernelspec (run `make setup`)'
-    folder = tmp_path/'nbs'; folder.mkdir()
-    nb = folder/'03_clop_synthetic.ipynb'; shutil.copy(NBS/'repro'/nb.name, nb); before = nb.read_bytes()
     with socket.socket() as so: so.bind(('127.0.0.1', 0)); port = so.getsockname()[1]
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path/'runtime'), JUPYTER_CONFIG_DIR=str(tmp_path/'config'))
+    base = f'http://127.0.0.1:{port}'
     with open(tmp_path/'lab.log', 'w') as log:
         lab = subprocess.Popen([sys.executable, '-m', 'jupyterlab', '--no-browser', f'--port={port}', '--allow-root',
                                 '--ServerApp.token=', '--ServerApp.password=', f'--ServerApp.root_dir={folder}',
@@ -276,38 +275,118 @@ def test_a_section_notebook_opens_unchanged_in_jupyterlab(tmp_path):
                                stdout=log, stderr=subprocess.STDOUT, env=env)
     opts = webdriver.ChromeOptions(); opts.binary_location = found[0]
     for a in (*CHROMIUM_FLAGS, f'--user-data-dir={tmp_path/"profile"}'): opts.add_argument(a)
+    def kernels():                                           # the server's word on the kernels it started
+        with urllib.request.urlopen(f'{base}/api/kernels', timeout=5) as r: return json.load(r)
     drv = None
     try:
         t0 = time.time()
         while True:
-            try: urllib.request.urlopen(f'http://127.0.0.1:{port}/api/status', timeout=2); break
+            try: urllib.request.urlopen(f'{base}/api/status', timeout=2); break
             except OSError:
                 assert lab.poll() is None and time.time() - t0 < 60, (tmp_path/'lab.log').read_text()[-2000:]
                 time.sleep(0.3)
         drv = webdriver.Chrome(service=Service(executable_path=found[1]), options=opts)
-        drv.get(f'http://127.0.0.1:{port}/lab/tree/{nb.name}')
-        status = lambda: drv.execute_script("const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
-                                            "return e ? e.getAttribute('data-status') : null")
-        def kernels():                                           # the server's word on the kernels it started
-            with urllib.request.urlopen(f'http://127.0.0.1:{port}/api/kernels', timeout=5) as r: return json.load(r)
-        # the indicator reads 'idle' for a moment before the kernel is asked for, then 'initializing': wait until the
-        # server holds a started kernel that is idle and the page has said 'idle' on three polls in a row
-        t0, seen, states = time.time(), 0, []
-        while seen < 3 and time.time() - t0 < 120:
-            states = [k['execution_state'] for k in kernels()]
-            seen = seen + 1 if (states and set(states) == {'idle'} and status() == 'idle') else 0
-            time.sleep(0.5)
-        assert seen == 3, (f'the kernel never came up: server {states}, page {status()!r}; lab log:\n'
-                           + (tmp_path/'lab.log').read_text()[-2000:])
+        yield drv, base, kernels
+    finally:
+        if drv is not None: drv.quit()
+        lab.terminate(); lab.wait(30)
+
+
+def _kernel_idle(drv, kernels, log: Path):
+    """Wait until the server holds a started kernel that is idle and the page has said 'idle' on three polls in a row
+    (the indicator reads 'idle' for a moment before the kernel is asked for, then 'initializing')."""
+    status = lambda: drv.execute_script("const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+                                        "return e ? e.getAttribute('data-status') : null")
+    t0, seen, states = time.time(), 0, []
+    while seen < 3 and time.time() - t0 < 120:
+        states = [k['execution_state'] for k in kernels()]
+        seen = seen + 1 if (states and set(states) == {'idle'} and status() == 'idle') else 0
+        time.sleep(0.5)
+    assert seen == 3, f'the kernel never came up: server {states}, page {status()!r}; lab log:\n' + log.read_text()[-2000:]
+
+
+def test_a_section_notebook_opens_unchanged_in_jupyterlab(tmp_path):
+    """JupyterLab, started from the venv as `make lab` starts it, opens a section notebook without marking it
+    modified and writes nothing to it: the notebooks store the kernelspec and language_info it writes (issue 34.6:
+    a reader's JupyterLab turned the tab modified and autosaved a diff)."""
+    folder = tmp_path/'nbs'; folder.mkdir()
+    nb = folder/'03_clop_synthetic.ipynb'; shutil.copy(NBS/'repro'/nb.name, nb); before = nb.read_bytes()
+    with _jupyterlab(tmp_path, folder) as (drv, base, kernels):
+        drv.get(f'{base}/lab/tree/{nb.name}')
+        _kernel_idle(drv, kernels, tmp_path/'lab.log')
         time.sleep(3)                                            # the kernel's info has reached the document
         tabs = drv.execute_script("return [...document.querySelectorAll('.lm-TabBar-tab')]"
                                   ".filter(t => t.textContent.includes(arguments[0]))"
                                   ".map(t => t.classList.contains('jp-mod-dirty'))", nb.name)
         assert tabs == [False], f'the notebook opened as modified: {tabs}'
-    finally:
-        if drv is not None: drv.quit()
-        lab.terminate(); lab.wait(30)
     assert nb.read_bytes() == before, 'JupyterLab wrote to the notebook'
+
+
+def visible_code_before_first_figure_in_lab(nb: dict) -> int | None:
+    "Lines of code JupyterLab shows (inputs not collapsed) above an executed notebook's first image; None without one."
+    n = 0
+    for c in nb['cells']:
+        if c['cell_type'] != 'code': continue
+        if not c.get('metadata', {}).get('jupyter', {}).get('source_hidden'):
+            n += len(''.join(c['source']).splitlines())
+        if any('image/png' in o.get('data', {}) for o in c.get('outputs', [])): return n
+    return None
+
+
+def test_an_executed_notebook_reaches_its_first_figure_soon_in_jupyterlab(smoke):
+    """The executed notebooks (`runs/`, what a reader opens in JupyterLab) collapse the inputs the page folds: the
+    first figure of each comes within `FIRST_FIGURE_LINES` lines of code left open (only papermill's parameters)."""
+    out, _ = smoke
+    lines = {p.name: visible_code_before_first_figure_in_lab(json.loads(p.read_text(encoding='utf-8')))
+             for p in sorted((out/'runs').glob('0[1-5]*.smoke.ipynb'))}
+    assert len(lines) == 6 and all(v is not None for v in lines.values()), lines
+    assert all(v <= FIRST_FIGURE_LINES for v in lines.values()), lines
+    assert visible_code_before_first_figure_in_lab(dict(cells=[
+        dict(cell_type='code', metadata={}, source='a\nb', outputs=[]),
+        dict(cell_type='code', metadata={'jupyter': {'source_hidden': True}}, source='x', outputs=[]),
+        dict(cell_type='code', metadata={}, source='c', outputs=[dict(data={'image/png': ''})])])) == 3
+
+
+def test_jupyterlab_opens_the_executed_sections_at_their_results(smoke, tmp_path):
+    """In JupyterLab (headless Chromium, 1400×1000), the executed training notebooks show their code collapsed: each
+    reaches its first figure within `LAB_SCREENS` screens of scrolling from the top (measured at smoke: 6, 7 and 9
+    screens for 04, 05a, 05b; 14, 28 and 31 before the inputs were collapsed)."""
+    out, _ = smoke
+    folder = tmp_path/'runs'; folder.mkdir()
+    names = [f'{s}.smoke.ipynb' for s in ('04_directclr', '05a_embedding_norms', '05b_prototypes_margins')]
+    for n in names: shutil.copy(out/'runs'/n, folder/n)
+    screens = {}
+    with _jupyterlab(tmp_path, folder) as (drv, base, kernels):
+        drv.set_script_timeout(180)
+        for k, n in enumerate(names):                             # a workspace of its own: only this notebook open
+            drv.get(f'{base}/lab/workspaces/w{k}/tree/{n}')
+            screens[n] = drv.execute_async_script(SCROLL_TO_FIRST_FIGURE, 200)
+    print(f'JupyterLab: screens to the first figure {screens}')
+    assert all(v is not None and v <= LAB_SCREENS for v in screens.values()), screens
+
+
+LAB_SCREENS = 12   # what remains: the claims, the settings prose and one placeholder line per collapsed cell
+# scroll the notebook's panel one screen at a time until an image of an output lies in the window; the number of
+# screens scrolled (JupyterLab renders only the cells near the window, so the page is read as a reader scrolls it)
+SCROLL_TO_FIRST_FIGURE = """
+const most = arguments[0], done = arguments[arguments.length - 1];
+const shown = () => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+let k = 0, t0 = Date.now(), panel = null;
+const step = () => {
+  const seen = [...panel.querySelectorAll('.jp-OutputArea img')].some(i => {
+    const r = i.getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight; });
+  if (seen) return done(k);
+  if (k >= most || panel.scrollTop + panel.clientHeight >= panel.scrollHeight) return done(null);
+  panel.scrollTop += panel.clientHeight; k += 1; setTimeout(step, 300);
+};
+const start = () => {                       // the notebook drawn: its panel holds cells
+  panel = shown();
+  if (panel && panel.querySelectorAll('.jp-Cell').length > 3) return setTimeout(step, 1500);
+  if (Date.now() - t0 > 60000) return done(null);
+  setTimeout(start, 300);
+};
+start();
+"""
 
 
 def test_fragile_verdicts_are_marked_and_counted(tmp_path):

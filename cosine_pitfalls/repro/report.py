@@ -19,10 +19,10 @@ from .pins import *
 
 # %% auto #0
 __all__ = ['NOTEBOOK_HTML', 'GLANCE', 'SECTION_KIND', 'KINDS', 'PROFILE_SCALE', 'read_json', 'read_manifest', 'file_problem',
-           'result_problem', 'describe_environment', 'html_of', 'settle_widgets', 'static_widgets', 'settle_executed',
-           'reader_view', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows', 'overview_lines',
-           'papers_lines', 'profile_lines', 'gpu_lines', 'first_screen', 'rule_lines', 'report_header', 'write_report',
-           'write_report_html', 'report_problems', 'write_reports']
+           'result_problem', 'describe_environment', 'html_of', 'collapse_code', 'settle_widgets', 'static_widgets',
+           'settle_executed', 'reader_view', 'anchor_ids', 'render_html', 'render_missing', 'status', 'report_rows',
+           'overview_lines', 'papers_lines', 'profile_lines', 'gpu_lines', 'first_screen', 'rule_lines',
+           'report_header', 'write_report', 'write_report_html', 'report_problems', 'write_reports']
 
 # %% ../../nbs/repro/91_report.ipynb #e660cd5a
 def read_json(path: Path, default=None):
@@ -119,6 +119,42 @@ def _bar_text(model_id: str, state: dict) -> str | None:
     text = f"{left.get('value', '')}|{'█' * cells}{' ' * (10 - cells)}|{right.get('value', '')}"
     return html.unescape(text).strip()
 
+# %% ../../nbs/repro/91_report.ipynb #9ae4d694
+def _defined(src: str) -> list[str]:
+    "The functions, classes and names a code cell defines at its top level."
+    import ast
+    try: body = ast.parse(src).body
+    except SyntaxError: return []
+    names = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return names + [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+
+def _fold(c: dict) -> tuple[str, str] | None:
+    """How a reader meets one cell of an executed notebook: ('hide', '') for an nbdev `#| hide` cell; ('fold', what it
+    holds) for code that prints nothing (the parameters' defaults, the code the package exports, the checks of that
+    code); ('fold_input', what) for the code of a cell that prints something; None for markdown and papermill's cell."""
+    if c['cell_type'] != 'code': return None
+    src = ''.join(c.get('source', '')); first = src.split('\n', 1)[0]
+    tags = c.get('metadata', {}).get('tags', [])
+    if re.match(r'#\s*\|\s*hide\s*$', first): return ('hide', '')
+    if 'injected-parameters' in tags: return None
+    if 'parameters' in tags: return ('fold', "Parameters: the defaults (a profile's values follow, in papermill's cell)")
+    if c.get('outputs'):                                          # a result: its code folded, what it prints shown
+        return ('fold_input', 'Code of this result' if re.search(r'\brun\.(want|save|shows)\(', src) else 'Code')
+    if not src.strip(): return None
+    names, export = _defined(src), re.match(r'#\s*\|\s*export', first)
+    return ('fold', f"Code ({', '.join(names[:6])}{', …' if len(names) > 6 else ''}), exported to the package"
+            if export and names else 'Code, exported to the package' if export else
+            'Checks of the code above (every line a test)' if re.search(r'\btest_\w+\(|\bassert\b', src) else 'Code')
+
+def collapse_code(nb: dict) -> dict:   # an executed notebook (JSON)
+    """A copy of `nb` as JupyterLab should open it: the input of every code cell the page folds or leaves out
+    (`_fold`) collapsed (`metadata.jupyter.source_hidden`, one click opens it), so that a reader meets the claims and
+    then the results, as on the page; markdown and papermill's cell stay open."""
+    out = copy.deepcopy(nb)
+    for c in out['cells']:
+        if _fold(c): c.setdefault('metadata', {}).setdefault('jupyter', {})['source_hidden'] = True
+    return out
+
 # %% ../../nbs/repro/91_report.ipynb #77ef0914
 def _widget_outputs(nb: dict, keep_views: bool) -> dict:
     "A copy of `nb`: each tqdm bar's text is the line it ended on, hidden bars dropped, widget views kept or not."
@@ -157,7 +193,7 @@ def settle_executed(path: str | Path,  # an executed notebook, rewritten in plac
     "Settle an executed notebook's widgets (`settle_widgets`) and sign it if asked, so that JupyterLab draws them."
     import nbformat
     from nbformat.sign import NotebookNotary
-    nb = settle_widgets(json.loads(Path(path).read_text(encoding='utf-8')))
+    nb = collapse_code(settle_widgets(json.loads(Path(path).read_text(encoding='utf-8'))))
     text = nbformat.writes(nbformat.from_dict(nb))
     atomic_write_text(path, text if text.endswith('\n') else text + '\n')   # as nbformat.write ends it
     if not trust: return False
@@ -170,14 +206,6 @@ def settle_executed(path: str | Path,  # an executed notebook, rewritten in plac
 # %% ../../nbs/repro/91_report.ipynb #d4767da2
 GLANCE = '## Results at a glance'   # a section notebook's closing summary: the page shows it after the claims
 
-def _defined(src: str) -> list[str]:
-    "The functions, classes and names a code cell defines at its top level."
-    import ast
-    try: body = ast.parse(src).body
-    except SyntaxError: return []
-    names = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    return names + [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
-
 def reader_view(nb: dict) -> dict:   # an executed notebook (JSON)
     """The notebook as a reader of its page meets it: without its `#| hide` cells; papermill's injected cell carrying
     the names it sets (`parameter_names`); every code cell that prints nothing folded (`fold`: what it holds — the
@@ -186,24 +214,11 @@ def reader_view(nb: dict) -> dict:   # an executed notebook (JSON)
     not by the code; and the closing "Results at a glance" moved up to follow the claims."""
     out = copy.deepcopy(nb); cells = []
     for c in out['cells']:
-        src = ''.join(c.get('source', ''))
-        first = src.split('\n', 1)[0]
-        if c['cell_type'] == 'code' and re.match(r'#\s*\|\s*hide\s*$', first): continue
-        tags = c.get('metadata', {}).get('tags', [])
-        if 'injected-parameters' in tags:
-            c['metadata']['parameter_names'] = ', '.join(_defined(src))
-        elif 'parameters' in tags:
-            c['metadata']['fold'] = "Parameters: the defaults (a profile's values follow, in papermill's cell)"
-        elif c['cell_type'] == 'code' and c.get('outputs'):      # a result: its code folded, what it prints shown
-            c['metadata']['fold_input'] = ('Code of this result' if re.search(r'\brun\.(want|save|shows)\(', src)
-                                           else 'Code')
-        elif c['cell_type'] == 'code' and src.strip():
-            names = _defined(src)
-            c['metadata']['fold'] = (f"Code ({', '.join(names[:6])}{', …' if len(names) > 6 else ''}), exported to the "
-                                     'package' if re.match(r'#\s*\|\s*export', first) and names else
-                                     'Code, exported to the package' if re.match(r'#\s*\|\s*export', first) else
-                                     'Checks of the code above (every line a test)' if re.search(r'\btest_\w+\(|\bassert\b', src)
-                                     else 'Code')
+        how = _fold(c)
+        if how == ('hide', ''): continue
+        if 'injected-parameters' in c.get('metadata', {}).get('tags', []):
+            c['metadata']['parameter_names'] = ', '.join(_defined(''.join(c.get('source', ''))))
+        elif how: c['metadata'][how[0]] = how[1]
         cells.append(c)
     heads = [k for k, c in enumerate(cells) if c['cell_type'] == 'markdown' and ''.join(c['source']).startswith(GLANCE)]
     claims = next((k for k, c in enumerate(cells) if c['cell_type'] == 'markdown'
