@@ -14,7 +14,7 @@ import pandas as pd
 import xarray as xr
 
 from ..utils import atomic_path, atomic_paths, atomic_write_text, check_choice, current_umask, params_hash
-from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, notebook_ids, section_ids
+from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, claim_part, notebook_ids, section_ids
 from .verdicts import Judgement, Untested
 
 # %% auto #0
@@ -212,6 +212,10 @@ class SectionRun:
         if self.section in TRAINING_SECTIONS and not str(detect).strip():
             raise ValueError(f"{id} is a training result: pass detect= (what our scale can detect, beside the "
                              "paper's effect, or the scale the claim needs)")
+        # every part as registered from the paper's sentence before any run (paper.CLAIMS): a deciding part is the
+        # paper's comparison, a control of ours is shown; anything else is refused before a file is written
+        for p in judged.parts: claim_part(id, p.label, 'decides', type(p).__name__)
+        for s in judged.shown: claim_part(id, s.label, 'control', type(s.part).__name__)
         files = ([f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md']
                  + ([f'figures/{id}.png'] if fig is not None else []))
         summary = dict(id=id, section=self.section, profile=self.profile, ours=' '.join(ours.split()),
