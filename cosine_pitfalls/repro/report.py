@@ -13,7 +13,8 @@ from typing import Iterable
 from .results import JOB_ENV, PROFILES, SHORT, clip, git_sha, short_answer
 from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
-from .paper import CITATIONS, NOTEBOOKS, PAPER, PAPERS, SECTIONS, check_ids, notebook_of, section_ids
+from .paper import (CITATIONS, CLAIMS, NOTEBOOKS, PAPER, PAPERS, SECTIONS, check_ids, notebook_of,
+                                         section_ids)
 from .plan import *
 from .pins import *
 
@@ -354,8 +355,9 @@ def report_rows(out: Path,   # the output folder
         for i in section_ids(s):
             st, summ = status(i, out, nbs)
             done = bool(summ) and st.startswith('reproduced')
+            c = CLAIMS.get(i)                                   # the paper's own words, and where
             r = dict(id=i, section=s, paper=PAPER[i].paper, files=[], figure=None, notebook=None, fragile=False,
-                     fragile_why='', environment=None)
+                     fragile_why='', environment=None, words=f'“{c.sentence}” ({c.where})' if c else '')
             if done:
                 r.update(verdict=summ['verdict'], ours=summ['ours'], scale=summ['profile'],
                          untestable=summ.get('untestable', ''), created=str(summ.get('created') or '')[:10],
@@ -534,6 +536,11 @@ def _report_inputs(out: str | Path, nbs: str | Path | None) -> tuple[Path, dict,
     man = read_manifest(out)
     return out, man, report_rows(out, find_nbs(nbs), man)
 
+def _paper_md(r: dict) -> str:
+    "The paper cell: the paper map's statement, the paper's own sentence (the claim as registered) folded beneath."
+    words = ' '.join(str(r.get('words') or '').split())
+    return r['paper'] + (f" <details><summary>the paper's words</summary>{words}</details>" if words else '')
+
 def _folded_md(r: dict) -> str:
     "The ours cell: the short answer, the whole text folded beneath it where longer."
     full = ' '.join(str(r['ours']).split())
@@ -555,7 +562,7 @@ def write_report(out: str | Path = 'outputs', nbs: str | Path | None = None) -> 
         mine = [r for r in rows if r['section'] == s]
         for r in mine:
             links = ' · '.join(f'[{_FILE_NAMES.get(f.split("/")[0], f)}]({f})' for f in r['files'])
-            lines.append(f"| `{r['id']}` | {_cell(r['paper'])} | {_cell(_folded_md(r))} | {r['scale']} | "
+            lines.append(f"| `{r['id']}` | {_cell(_paper_md(r))} | {_cell(_folded_md(r))} | {r['scale']} | "
                          f"{_cell(r['verdict_line'])} | {links} |")
         lines.append('')
         if any(r['figure'] for r in mine):
@@ -608,7 +615,9 @@ def _row_html(r: dict, out: Path) -> str:
     full = ' '.join(str(r['ours']).split())
     ours = (_inline(full) if len(full) <= SHORT else
             f'<details><summary>{_inline(r.get("short") or clip(full, SHORT))}</summary>{_inline(full)}</details>')
-    cells = [idc, _inline(r['paper']), ours, e(r['scale']), verdict, files]
+    paper = _inline(r['paper']) + (f"<details><summary>the paper's words</summary>{e(r['words'])}</details>"
+                                   if r.get('words') else '')
+    cells = [idc, paper, ours, e(r['scale']), verdict, files]
     rows = '<tr>' + ''.join(f'<td>{c}</td>' for c in cells) + '</tr>'
     if r['figure']:
         rows += (f'\n<tr class="figure"><td colspan="6"><figure><img src="{_data_uri(out/r["figure"])}" '
