@@ -924,10 +924,11 @@ _claims(
                  compares='our derived closed form against the simulated step',
                  direction='at most',
                  effect=None,
-                 margin="ours: 1e-9 (fails='differ')",
+                 margin='ours: because float64 rounding stays far below 1e-9',
                  scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
                        'every profile (smoke: fewer dims and cases)',
-                 note='a check of our own derivation (the corrected form), deciding'),
+                 note='a check of our own derivation: failing, it makes our account wrong, not the paper '
+                      '(fails as inconclusive, never differ)'),
             Part('Eq. 2 fails exactly in the obtuse cells with g < |cos φ|/sin²φ', 'decides', ('Check',),
                  quantity='whether the cells where Eq. 2 fails coincide with our predicted region (φ > π/2, '
                           'g < |cos φ|/sin²φ)',
@@ -937,7 +938,8 @@ _claims(
                  margin=None,
                  scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
                        'every profile (smoke: fewer dims and cases)',
-                 note="a yes/no flag of ours (fails='differ'), deciding"),
+                 note='a yes/no flag of ours; a check of our own derivation: failing, it makes our account '
+                      'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('the quadratic slow-down: increment ≤ 2g sin²φ(1 + g) in every cell', 'decides', ('Check',),
                  quantity='whether the simulated increment ≤ 2g sin²φ(1 + g)(1 + 1e-9) in every cell',
                  compares='the simulated increment against our replacement bound',
@@ -946,8 +948,9 @@ _claims(
                  margin=None,
                  scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
                        'every profile (smoke: fewer dims and cases)',
-                 note="a bound of ours (fails='differ'), deciding: it stands for the paper's 'quadratic "
-                      "slowdown' (1/ρ² through g)"),
+                 note="a bound of ours standing for the paper's 'quadratic slowdown'; a check of our own "
+                      'derivation: failing, it makes our account wrong, not the paper (fails as '
+                      'inconclusive, never differ)'),
           )),
     Claim('pitfalls.cor4', where='Corollary 4 and Eq. 4 (Appendix B)',
           sentence='Let  $\\mathcal{L}_i(\\mathbf{Z}) = \\mathcal{L}_i^A(\\mathbf{Z}) + '
@@ -978,19 +981,22 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
-                        "1e-8 (a Check's bound; fails='differ')",
+                        '1e-8',
                  scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
                        'every profile (smoke: fewer dims and cases)',
-                 note="a check of our corrected form (fails='differ'), deciding"),
+                 note='our corrected form; a check of our own derivation: failing, it makes our account '
+                      'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('our form (− before the sum) vs autograd: max error scaled by the terms, every case',
                  'decides', ('Check',),
                  quantity='max ‖our form − autograd‖ scaled by 2/(τ‖zᵢ‖), every case',
                  compares='our corrected form against torch.autograd',
                  direction='at most',
                  effect=None,
-                 margin="ours: SCALED_TOL = 1e-12 (fails='differ')",
+                 margin='ours: because SCALED_TOL = 1e-12 bounds float64 rounding of the summed terms',
                  scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                       'every profile (smoke: fewer dims and cases)',
+                 note='our corrected form; a check of our own derivation: failing, it makes our account '
+                      'wrong, not the paper (fails as inconclusive, never differ)'),
           )),
     Claim('pitfalls.prop5', where='Proposition 5 and Eq. 5 (Appendix C.1)',
           sentence='Let  $x_i, x_j \\sim \\mathcal{N}(0, \\mathbf{I})$  be  $d$ -dimensional, i.i.d. random '
@@ -1624,9 +1630,9 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always (deterministic optimization, 300 Adam steps at cpu); fails as differ',
+                 scale='always (deterministic optimization, 300 Adam steps at cpu); shown, never deciding',
                  note='tightness is not part of Thm 5.2 as printed; the bound 1e-2 and the max-gap objective '
-                      'are ours'),
+                      'are ours: a control'),
           )),
     Claim('lee.thm51', where='Thms. 5.1 and 5.3 (poster, "Embedding Learned in Full-Batch CL")',
           sentence='Thm.5.3. If we use the loss of $\\mathcal{L}_{\\text{ind-add}}(\\mathbf{U}, '
@@ -2486,7 +2492,8 @@ _claims(
                  margin=None,
                  scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
                        'seed noise)',
-                 note='our corrected form, deciding (fails as `differ`)'),
+                 note='our corrected form; a check of our own derivation: failing, it makes our account '
+                      'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('our η ≤ 2(k−1)/(k−2) vs the empirical critical η (k ≥ 10): max rel. err',
                  'decides', ('Check',),
                  quantity='max over k ≥ 10 of |empirical critical η / (2(k−1)/(k−2)) − 1|; the empirical η '
@@ -2498,7 +2505,8 @@ _claims(
                  margin=None,
                  scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
                        'seed noise)',
-                 note='our corrected form, deciding (fails as `differ`)'),
+                 note='our corrected form; a check of our own derivation: failing, it makes our account '
+                      'wrong, not the paper (fails as inconclusive, never differ)'),
           )),
     Claim('clop.lemma2', where='Lemma 2 (§3.2) and its proof (App. E, printed as "Proof of Theorem 2")',
           sentence='The optimal arrangement of the additional individual class embedding \\mathbf{x}_k that '
