@@ -138,13 +138,14 @@ def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path):
     job, = submit([Run(r.name, r.kw, 1.0, 1.0, gpus=2)], job_out, 'local', env=kernel_env('smoke'), profile='smoke',
                   log=logs.append)
     assert logs == [f'submitted {r.name} as one job of 2 tasks (DDP)'], logs
-    assert job.results() == [r.kw['out_dir']] * 2                   # two tasks, each ended in the trainer
-    t, = training_runs(**req, out=run_out, price=False)
+    t, = training_runs(**req, out=run_out, price=False)          # the torchrun path, meanwhile (its own folder)
     f = tmp_path/'run.json'; f.write_text(json.dumps(t.kw))
-    p = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2',
-                        '-m', 'cosine_pitfalls.repro.shards', str(f)], env={**os.environ, **kernel_env('smoke')},
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2',
+                          '-m', 'cosine_pitfalls.repro.shards', str(f)], env={**os.environ, **kernel_env('smoke')},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert job.results() == [r.kw['out_dir']] * 2                   # two tasks, each ended in the trainer
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
     a, b = datasets(job_out), datasets(run_out)
     assert list(a) == list(b) == [Path(r.kw['out_dir']).name]
     xr.testing.assert_identical(a[Path(r.kw['out_dir']).name], b[Path(r.kw['out_dir']).name])
