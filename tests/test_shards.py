@@ -43,10 +43,10 @@ def test_local_executor_trains_the_notebooks_runs_and_sends_nothing_twice(cli, s
 def test_cancelled_shard_resubmitted_resumes_bit_for_bit(tmp_path):
     from cosine_pitfalls.repro.pins import kernel_env
     from cosine_pitfalls.repro.shards import submit, training_runs
-    # 40 epochs: the cancel lands within the 39 left after the first checkpoint (with 4 and with 7, a loaded machine let the
-    # run finish before the cancel arrived)
+    # 40 epochs of 3 steps: the cancel lands within the 39 left after the first checkpoint (with 4 and with 7 epochs of 6
+    # steps, a loaded machine let the run finish before the cancel arrived; an epoch's time is mostly its measurements)
     req = dict(profile='smoke', only=['directclr.table1'], overrides=['settings=none', 'n_seeds=1', 'epochs=40',
-                                                                      'steps_per_epoch=6'])
+                                                                      'steps_per_epoch=3'])
     send = lambda runs, out: submit(runs, out, 'local', env=kernel_env('smoke'), profile='smoke', log=lambda s: None)
     straight, out = tmp_path/'straight', tmp_path/'cut'
     runs = training_runs(**req, out=out, price=False)
