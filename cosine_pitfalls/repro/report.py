@@ -13,8 +13,8 @@ from typing import Iterable
 from .results import JOB_ENV, PROFILES, SHORT, clip, git_sha, short_answer
 from .verdicts import VERDICT_RULE, VERDICT_TERMS, VERDICTS
 from ..utils import atomic_write_text, check_choice, params_hash, stale_tmp
-from .paper import (CITATIONS, CLAIMS, NOTEBOOKS, PAPER, PAPERS, SECTIONS, check_ids, notebook_of,
-                                         section_ids)
+from .paper import (
+    CITATIONS, CLAIMS, NOTEBOOKS, PAPER, PAPERS, SECTIONS, check_ids, notebook_of, section_ids)
 from .plan import *
 from .pins import *
 
