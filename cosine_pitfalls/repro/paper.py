@@ -3152,7 +3152,9 @@ _claims(
                  compares="each other λ against λ = 1, TOST within the column's margin (C-100 0.014, TIN 0.08)",
                  direction='within',
                  effect=None,
-                 margin="paper: clop Table 1's <column> column, whose widest gap from λ 1 (<m>) it calls stable",
+                 margin="ours: because clop Table 1's <column> column, whose widest gap from λ 1 is <m>, is "
+                        'called stable; the paper gives no gap at which stability ends (agree or '
+                        'inconclusive, never differ)',
                  scale='can say differ where the TOST resolves the margin (detects below 0.014 on C-100 / '
                        '0.08 on TIN); trained at gpu/paper'),
             Part('{}: best λ in {1, 1.5}', 'decides', ('Untested',),

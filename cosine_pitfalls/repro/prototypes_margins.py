@@ -765,8 +765,10 @@ def judge_clop_table1(ds: xr.Dataset,    # `top1` (dataset, lam, seed): SupCon +
         paper = {e.part.split(': ', 1)[1]: e.value for e in effects_of('clop.table1') if e.part.startswith(f'{col}: ')}
         m = stable_margin(paper)
         p = lambda_parts(acc, lams, labels, resolution=resolution[d], paper=paper, name=d, ceiling=1.0, margin=m,
-                         margin_source=f"paper: clop Table 1's {col} column, whose widest gap from λ 1 ({m:g}) it calls "
-                                       'stable')
+                         # the paper calls a column with gaps up to m stable, but gives no gap at which stability
+                         # ends: m is our reading of its table, so a part beyond it can agree, never differ
+                         margin_source=f"ours: because clop Table 1's {col} column, whose widest gap from λ 1 is "
+                                       f'{m:g}, is called stable; the paper gives no gap at which stability ends')
         parts += p['best'] + p['stable']
     return judge_all(parts)
 
