@@ -123,10 +123,12 @@ def test_bad_requests_are_refused_before_anything(tmp_path):
         assert not (tmp_path/'o'/'training').exists()
 
 
-def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path):
+def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path, monkeypatch):
     """A run of several GPUs sent as one job of N tasks (`DDPTask`) through submitit's local executor, two tasks on the
     CPU (gloo): the job trains it once, in a group of two, and its dataset is bit for bit the one `--executor here`'s
-    torchrun path trains (`python -m torch.distributed.run ... -m cosine_pitfalls.repro.shards RUN.json`)."""
+    torchrun path trains (`python -m torch.distributed.run ... -m cosine_pitfalls.repro.shards RUN.json`). It is sent
+    from a shell with a stale group in its environment (Slurm passes the submitting shell's variables on): the job's
+    own rank and group win."""
     import json, subprocess, sys
     from cosine_pitfalls.repro.pins import kernel_env
     from cosine_pitfalls.repro.shards import Run, submit, training_runs
@@ -134,6 +136,10 @@ def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path):
                                                                       'steps_per_epoch=3'])
     job_out, run_out = tmp_path/'job', tmp_path/'torchrun'
     r, = training_runs(**req, out=job_out, price=False)
+    stale = dict(MASTER_ADDR='10.255.255.1', MASTER_PORT='1', RANK='3', WORLD_SIZE='7')
+    clean = {k: v for k, v in os.environ.items() if k not in stale}  # the torchrun reference: its own group
+    for k, v in stale.items():
+        monkeypatch.setenv(k, v)                                    # a stale group in the sending shell
     logs = []
     job, = submit([Run(r.name, r.kw, 1.0, 1.0, gpus=2)], job_out, 'local', env=kernel_env('smoke'), profile='smoke',
                   log=logs.append)
@@ -141,10 +147,11 @@ def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path):
     t, = training_runs(**req, out=run_out, price=False)          # the torchrun path, meanwhile (its own folder)
     f = tmp_path/'run.json'; f.write_text(json.dumps(t.kw))
     p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2',
-                          '-m', 'cosine_pitfalls.repro.shards', str(f)], env={**os.environ, **kernel_env('smoke')},
+                          '-m', 'cosine_pitfalls.repro.shards', str(f)], env={**clean, **kernel_env('smoke')},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert job.results() == [r.kw['out_dir']] * 2                   # two tasks, each ended in the trainer
     _, err = p.communicate(timeout=600)
+    monkeypatch.undo()
     assert p.returncode == 0, err[-3000:]
     a, b = datasets(job_out), datasets(run_out)
     assert list(a) == list(b) == [Path(r.kw['out_dir']).name]

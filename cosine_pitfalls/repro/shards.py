@@ -159,7 +159,9 @@ class DDPTask(_Requeued):
     "One task of a run that needs several GPUs: its rank from Slurm, then the trainer (which joins the group)."
     def __call__(self, kw: dict) -> str:
         import submitit
-        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        # the job's own rank and group win over any left in the environment it was sent from (Slurm exports the
+        # submitting shell's variables by default: a stale MASTER_ADDR or WORLD_SIZE there would break the group)
+        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         os.environ.update(self.env)
         return _train_unfinished(kw)
 
