@@ -110,10 +110,11 @@ def test_train_in_two_gloo_processes(name, tmp_path):
     assert (tmp_path/'run'/'run.nc').exists() and (tmp_path/'run'/'rng.rank1.pt').exists()
 
 
-def test_queue_is_not_a_broadcast_buffer():
+def test_queue_is_not_a_broadcast_buffer(monkeypatch):
     "DDP leaves out the buffers every process updates alike (MoCo's queue, DINO's centre, CLOP's prototypes)."
     from cosine_pitfalls.train import _ddp, build_model
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(_free_port()))
+    # in this process: its group's address is undone after the test (left set, it reached a later test's job)
+    monkeypatch.setenv('MASTER_ADDR', '127.0.0.1'); monkeypatch.setenv('MASTER_PORT', str(_free_port()))
     dist.init_process_group('gloo', rank=0, world_size=1)
     try:
         cfg = TrainConfig(method='moco_v2', width=8, head_width=16, head_out=8, queue_size=64, batch_size=16,
