@@ -116,7 +116,10 @@ def smoke(tmp_path_factory):
         log = out.with_name(out.name + '.log')
         assert (out/'manifest.json').exists() and log.exists(), f'${SMOKE_ENV}={given}: no smoke reproduction there'
         return _smoke_checked(out), log.read_text()
-    root = tmp_path_factory.getbasetemp().parent            # shared by the xdist workers of this session
+    # under xdist each worker's basetemp is a folder of the session's, shared by its workers; without xdist the
+    # session's own basetemp (its parent is shared by every pytest session of this user: a smoke of older code)
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base
     out, log = root/'smoke', root/'smoke.log'
     with open(root/'smoke.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
