@@ -811,6 +811,24 @@ def claim_part(id: str,     # result ID
 
 # %% ../../nbs/repro/00_paper.ipynb #e981b576
 # claims: pitfalls (each registered from the paper's own sentence, before any run is read)
+# texts its parts share
+_PITFALLS_SCALE_1 = ('always: a deterministic float64 check against torch.autograd / exact algebra, at every '
+                     'profile (smoke: fewer dims and cases)')
+_PITFALLS_SCALE_2 = ('a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds (smoke '
+                     'has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ [1, 10] × '
+                     'φ ∈ [π/8, 7π/8]')
+_PITFALLS_SCALE_3 = ('runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
+                     'paper; smoke (2 steps) and cpu (220 steps) make it Untested')
+_PITFALLS_SCALE_4 = "runs that reach the paper's epoch 16 in images (paper profile only)"
+_PITFALLS_SCALE_5 = "the cpu profile does not train it (profile 'untested'): one Untested part"
+_PITFALLS_NOTE_6 = 'cpu only (labels_cpu); smoke, gpu and paper train it'
+_PITFALLS_QUANTITY_7 = 'final kNN top-1, per-seed mean over the λ columns'
+_PITFALLS_SCALE_8 = ("≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
+                     'paper); smoke (one λ): no effect, cannot differ; cpu untested')
+_PITFALLS_SCALE_9 = '≥ 2 seeds; no paper effect (curves only): can agree, never differ'
+_PITFALLS_NOTE_10 = ('EFFECTS registers this part with value None (a figure without numbers): it can agree, '
+                     'never differ')
+_PITFALLS_SCALE_11 = '≥ 2 seeds; no paper effect: can agree, never differ'
 _claims(
     Claim('pitfalls.prop1', where='Proposition 1 (§3), proof in A.1',
           sentence='Let  $\\phi_{ij}$  be the angle between  $z_i$  and  $z_j$ . Then the gradient of  '
@@ -827,8 +845,7 @@ _claims(
                  effect=None,
                  margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
                         "1e-8 (a Check's bound; fails='differ')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)',
+                 scale=_PITFALLS_SCALE_1,
                  note='{} is the share of cases with κ ≤ 1e6 (75 % at smoke); the rest answer only to the '
                       'scaled-error part'),
             Part('Prop. 1 vs autograd: max error scaled by the terms, every case', 'decides', ('Check',),
@@ -838,8 +855,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="ours: SCALED_TOL = 1e-12 (a Check's bound; fails='differ')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
             Part('‖∇‖ = sin φ/‖zᵢ‖ and ẑᵢ·∇/‖∇‖ = 0: max rel. err (κ ≤ 1e6)', 'decides', ('Check',),
                  quantity='max of the relative error of ‖∇‖ against sin φ/‖zᵢ‖ and of |ẑᵢ·∇|/‖∇‖ '
                           '(orthogonality), κ ≤ 1e6',
@@ -849,8 +865,7 @@ _claims(
                  effect=None,
                  margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
                         "1e-8 (a Check's bound; fails='differ')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
           )),
     Claim('pitfalls.cor2', where='Corollary 2 (§3), proof in A.2',
           sentence="Let  $z_i$  and  $z_j$  be positive embeddings with angle  $\\phi_{ij}$ . Let  $z'_i$  "
@@ -870,16 +885,14 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="ours: TOL = 1e-8 (holds='rebuilt', fails='differ')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
             Part('smallest change ‖z′‖² − ‖z‖², in rounding units ε‖z‖²', 'decides', ('Check',),
                  quantity='min over cases of (‖z′‖² − ‖z‖²)/(ε_mach‖z‖²)',
                  compares='the squared norm after one step against before',
                  direction='at least',
                  effect=None,
                  margin="ours: −4 rounding units (float64 rounding of ‖z‖²; holds='rebuilt', fails='differ')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
           )),
     Claim('pitfalls.thm3', where='Theorem 3 and Eq. 2 (§3); its value in the proof, A.3',
           sentence="Let  $z'_i = z_i + \\frac{\\gamma}{\\rho}(z_j)_{\\perp z_i}$  and  $z'_j = z_j + "
@@ -906,8 +919,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="ours: TOL = 1e-8 (fails='corrected')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
             Part('printed Eq. 2, increment < 2g sin²φ: cells where the simulated step exceeds it',
                  'decides', ('Check',),
                  quantity='number of (dim, φ, ρ, g) cells where the simulated increment ≥ 2γ sin²φ/ρ²',
@@ -916,8 +928,7 @@ _claims(
                  effect=None,
                  margin='ours: because the printed Eq. 2 is checked cell by cell, a count of cells against 0 '
                         "(fails as 'corrected')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
             Part('our exact 2g sin²φ(1 − g cos φ)/(1 + g² sin²φ) vs the simulated step: max err / 2g sin²φ',
                  'decides', ('Check',),
                  quantity='max |our exact increment − simulated| / (2g sin²φ)',
@@ -925,8 +936,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin='ours: because float64 rounding stays far below 1e-9',
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)',
+                 scale=_PITFALLS_SCALE_1,
                  note='a check of our own derivation: failing, it makes our account wrong, not the paper '
                       '(fails as inconclusive, never differ)'),
             Part('Eq. 2 fails exactly in the obtuse cells with g < |cos φ|/sin²φ', 'decides', ('Check',),
@@ -936,8 +946,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)',
+                 scale=_PITFALLS_SCALE_1,
                  note='a yes/no flag of ours; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('the quadratic slow-down: increment ≤ 2g sin²φ(1 + g) in every cell', 'decides', ('Check',),
@@ -946,8 +955,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)',
+                 scale=_PITFALLS_SCALE_1,
                  note="a bound of ours standing for the paper's 'quadratic slowdown'; a check of our own "
                       'derivation: failing, it makes our account wrong, not the paper (fails as '
                       'inconclusive, never differ)'),
@@ -971,8 +979,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="ours: TOL = 1e-8 (fails='corrected')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
             Part('our form (− before the sum) vs autograd: max rel. err over the {} of cases with κ ≤ 1e+06',
                  'decides', ('Check',),
                  quantity='max relative error of our corrected form −(1/(τ‖zᵢ‖))[(ẑⱼ)_⊥ − Σₖ pₖ(ẑₖ)_⊥] '
@@ -982,8 +989,7 @@ _claims(
                  effect=None,
                  margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
                         '1e-8',
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)',
+                 scale=_PITFALLS_SCALE_1,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('our form (− before the sum) vs autograd: max error scaled by the terms, every case',
@@ -993,8 +999,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin='ours: because SCALED_TOL = 1e-12 bounds float64 rounding of the summed terms',
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)',
+                 scale=_PITFALLS_SCALE_1,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
           )),
@@ -1011,16 +1016,14 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="paper: the bound itself (0 on the log scale); 'near' within a factor 5, ours",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
             Part('Monte Carlo ≤ bound + 5σ: max (MC − bound)/σ over (d, ε)', 'decides', ('Check',),
                  quantity='max over the grid of (Monte-Carlo share − bound)/binomial σ',
                  compares='literal Gaussian pairs against Eq. 5',
                  direction='at most',
                  effect=None,
                  margin="ours: 5 binomial σ (holds='rebuilt', fails='differ')",
-                 scale='always: a deterministic float64 check against torch.autograd / exact algebra, at '
-                       'every profile (smoke: fewer dims and cases)'),
+                 scale=_PITFALLS_SCALE_1),
           )),
     Claim('pitfalls.fig2', where='Figure 2 and its text (§3)',
           sentence='Namely, we apply the gradients in Prop. 1 until the mean cosine similarity exceeds '
@@ -1045,9 +1048,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="ours: EXPONENT_MARGIN = 0.3 (fails='corrected')",
-                 scale='a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds '
-                       '(smoke has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ '
-                       '[1, 10] × φ ∈ [π/8, 7π/8]'),
+                 scale=_PITFALLS_SCALE_2),
             Part('norm: α_ρ − 2', 'decides', ('Equivalence',),
                  quantity="per-seed log-log slope of steps on ρ, minus our law's α_ρ (= 2)",
                  compares='α_ρ against 2 (quadratic in the norm) by TOST over seeds',
@@ -1055,9 +1056,7 @@ _claims(
                  effect=None,
                  margin="ours: because Equivalence source default 'ours'; EXPONENT_MARGIN = 0.3: can agree, "
                         'never differ',
-                 scale='a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds '
-                       '(smoke has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ '
-                       '[1, 10] × φ ∈ [π/8, 7π/8]'),
+                 scale=_PITFALLS_SCALE_2),
             Part("angle: α_φ − our logarithmic law's α_φ", 'decides', ('Equivalence',),
                  quantity='per-seed log-log slope of steps on φ, minus the slope of our law '
                           'ρ²/(2γ)·ln(tan(φ/2)/tan(φ_end/2)) on the same grid',
@@ -1066,9 +1065,7 @@ _claims(
                  effect=None,
                  margin="ours: because Equivalence source default 'ours'; EXPONENT_MARGIN = 0.3: can agree, "
                         'never differ',
-                 scale='a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds '
-                       '(smoke has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ '
-                       '[1, 10] × φ ∈ [π/8, 7π/8]',
+                 scale=_PITFALLS_SCALE_2,
                  note='a law of ours, deciding (it cannot differ)'),
             Part('log₁₀(norm slowdown / angle slowdown) − 1', 'decides', ('Comparison',),
                  quantity='per-seed log₁₀ of (steps at ρ = 10 / at ρ = 1, mean over φ) over (steps at 7π/8 / '
@@ -1077,18 +1074,14 @@ _claims(
                  direction='more',
                  effect='EFFECTS: log₁₀(norm slowdown / angle slowdown) − 1 = 0.70 (log₁₀(100/2) − 1)',
                  margin=None,
-                 scale='a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds '
-                       '(smoke has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ '
-                       '[1, 10] × φ ∈ [π/8, 7π/8]'),
+                 scale=_PITFALLS_SCALE_2),
             Part('every cell converged', 'decides', ('Check',),
                  quantity='whether every (ρ, φ, seed) cell reached mean cosine > 0.999 within max_steps',
                  compares="each cell's step count against the cap",
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds '
-                       '(smoke has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ '
-                       '[1, 10] × φ ∈ [π/8, 7π/8]'),
+                 scale=_PITFALLS_SCALE_2),
           )),
     Claim('pitfalls.fig1', where='Figure 1 (right) and Corollary 2 (§3)',
           sentence='*Right*: The growing embeddings in Corollary 2. Blue points represent  $z_i$  at '
@@ -1144,8 +1137,7 @@ _claims(
                  effect='EFFECTS: {m}: kNN(λ 0.05) at chance — SimCLR 0.44, SimSiam 0.379, BYOL 0.373 (the '
                         "paper's smallest k-nn gap from λ 0.05's 10.0 to another λ)",
                  margin=None,
-                 scale='runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
-                       'paper; smoke (2 steps) and cpu (220 steps) make it Untested',
+                 scale=_PITFALLS_SCALE_3,
                  note='deciding at cpu-long/gpu/paper; at smoke/cpu the same comparison is a control (Shown) '
                       "beside the Untested '{m}: λ 0.05 ends at chance'; the label may end with '(a "
                       "transient collapse, …)'; matched no deciding label at smoke (2 steps)"),
@@ -1162,8 +1154,7 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale='runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
-                       'paper; smoke (2 steps) and cpu (220 steps) make it Untested',
+                 scale=_PITFALLS_SCALE_3,
                  note='Untested where runs are < 1,000 steps or λ 0.05 is not trained'),
             Part('{}: ‖z‖ grows as λ falls', 'decides', ('Untested',),
                  quantity='mean ‖z‖ at the end',
@@ -1202,8 +1193,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
-                       'paper; smoke (2 steps) and cpu (220 steps) make it Untested',
+                 scale=_PITFALLS_SCALE_3,
                  note='Untested where runs are < 1,000 steps or the best λ (SimCLR/SimSiam 5e-4, BYOL 5e-3) '
                       'is not in the grid'),
             Part('{}: accuracy(λ {}) − accuracy(λ 0) [{}]', 'decides', ('Comparison',),
@@ -1248,7 +1238,7 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale="runs that reach the paper's epoch 16 in images (paper profile only)",
+                 scale=_PITFALLS_SCALE_4,
                  note='Untested at smoke and gpu (runs end before it)'),
             Part('{} {}: share(epoch 1) − share(epoch 16) (our epochs {}, {})', 'decides', ('Comparison',),
                  quantity='share of positive pairs at an angle > π/2',
@@ -1256,7 +1246,7 @@ _claims(
                  direction='more',
                  effect='EFFECTS: {r} {m}: share(epoch 1) − share(epoch 16) — 0.02 to 0.27',
                  margin=None,
-                 scale="runs that reach the paper's epoch 16 in images (paper profile only)",
+                 scale=_PITFALLS_SCALE_4,
                  note="matched no label: no recorded profile reaches the paper's epoch 16"),
             Part('{} {}: share at our epoch {}', 'decides', ('Equivalence',),
                  quantity='share of positive pairs at an angle > π/2 at our epoch ≙ 16',
@@ -1265,7 +1255,7 @@ _claims(
                  effect=None,
                  margin="ours: because judge_within's default source='ours'; NEGLIGIBLE_SHARE = 0.02, "
                         "'effectively 0': twice the largest rate Table 2 prints at epoch 16",
-                 scale="runs that reach the paper's epoch 16 in images (paper profile only)",
+                 scale=_PITFALLS_SCALE_4,
                  note="matched no label: no recorded profile reaches the paper's epoch 16"),
             Part('pitfalls.table2: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
@@ -1273,8 +1263,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale="the cpu profile does not train it (profile 'untested'): one Untested part",
-                 note='cpu only (labels_cpu); smoke, gpu and paper train it'),
+                 scale=_PITFALLS_SCALE_5,
+                 note=_PITFALLS_NOTE_6),
           )),
     Claim('pitfalls.table3', where='Table 3 and §4',
           sentence='Table 3 then evaluates the effectiveness of cut-initialization on full training '
@@ -1303,8 +1293,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale="the cpu profile does not train it (profile 'untested'): one Untested part",
-                 note='cpu only (labels_cpu); smoke, gpu and paper train it'),
+                 scale=_PITFALLS_SCALE_5,
+                 note=_PITFALLS_NOTE_6),
           )),
     Claim('pitfalls.table4', where="Table 4 and §4 (the text says 'Table 3' for Table 4)",
           sentence='To this end, Table 3 shows that cut-initialization still provides the expected boost in '
@@ -1344,8 +1334,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale="the cpu profile does not train it (profile 'untested'): one Untested part",
-                 note='cpu only (labels_cpu); smoke, gpu and paper train it'),
+                 scale=_PITFALLS_SCALE_5,
+                 note=_PITFALLS_NOTE_6),
           )),
     Claim('pitfalls.table5', where='Table 5 and §4',
           sentence='Specifically, we analyze the classification accuracy after 100 epochs and see that, in '
@@ -1361,30 +1351,27 @@ _claims(
             ),
           parts=(
             Part('{}: c 2 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity='final kNN top-1, per-seed mean over the λ columns',
+                 quantity=_PITFALLS_QUANTITY_7,
                  compares='SimCLR c = 2 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 2 − c 1 (mean over λ) = 0.01725',
                  margin=None,
-                 scale="≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
-                       'paper); smoke (one λ): no effect, cannot differ; cpu untested'),
+                 scale=_PITFALLS_SCALE_8),
             Part('{}: c 4 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity='final kNN top-1, per-seed mean over the λ columns',
+                 quantity=_PITFALLS_QUANTITY_7,
                  compares='SimCLR c = 4 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 4 − c 1 (mean over λ) = 0.00775',
                  margin=None,
-                 scale="≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
-                       'paper); smoke (one λ): no effect, cannot differ; cpu untested',
+                 scale=_PITFALLS_SCALE_8,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('{}: c 8 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity='final kNN top-1, per-seed mean over the λ columns',
+                 quantity=_PITFALLS_QUANTITY_7,
                  compares='SimCLR c = 8 against c = 1',
                  direction='less',
                  effect='EFFECTS: c 8 − c 1 (mean over λ) = 0.0365',
                  margin=None,
-                 scale="≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
-                       'paper); smoke (one λ): no effect, cannot differ; cpu untested',
+                 scale=_PITFALLS_SCALE_8,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('pitfalls.table5: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
@@ -1392,8 +1379,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale="the cpu profile does not train it (profile 'untested'): one Untested part",
-                 note='cpu only (labels_cpu); smoke, gpu and paper train it'),
+                 scale=_PITFALLS_SCALE_5,
+                 note=_PITFALLS_NOTE_6),
           )),
     Claim('pitfalls.table6', where='Table 6 and §4',
           sentence='Specifically, we analyze the classification accuracy after 100 epochs and see that, in '
@@ -1402,30 +1389,27 @@ _claims(
                    '(epoch 100) on Imagenet-100 for various values of  $c$  and  $\\lambda$ .',
           parts=(
             Part('{}: c 2 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity='final kNN top-1, per-seed mean over the λ columns',
+                 quantity=_PITFALLS_QUANTITY_7,
                  compares='SimSiam c = 2 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 2 − c 1 (mean over λ) = 0.039',
                  margin=None,
-                 scale="≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
-                       'paper); smoke (one λ): no effect, cannot differ; cpu untested'),
+                 scale=_PITFALLS_SCALE_8),
             Part('{}: c 4 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity='final kNN top-1, per-seed mean over the λ columns',
+                 quantity=_PITFALLS_QUANTITY_7,
                  compares='SimSiam c = 4 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 4 − c 1 (mean over λ) = 0.04975',
                  margin=None,
-                 scale="≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
-                       'paper); smoke (one λ): no effect, cannot differ; cpu untested',
+                 scale=_PITFALLS_SCALE_8,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('{}: c 8 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity='final kNN top-1, per-seed mean over the λ columns',
+                 quantity=_PITFALLS_QUANTITY_7,
                  compares='SimSiam c = 8 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 8 − c 1 (mean over λ) = 0.0845',
                  margin=None,
-                 scale="≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
-                       'paper); smoke (one λ): no effect, cannot differ; cpu untested',
+                 scale=_PITFALLS_SCALE_8,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('pitfalls.table6: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
@@ -1433,8 +1417,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale="the cpu profile does not train it (profile 'untested'): one Untested part",
-                 note='cpu only (labels_cpu); smoke, gpu and paper train it'),
+                 scale=_PITFALLS_SCALE_5,
+                 note=_PITFALLS_NOTE_6),
           )),
     Claim('pitfalls.fig3', where="Figure 3 and §3 ('We now discuss whether these effects occur in practice')",
           sentence='First, we plot the embedding norms during training on Cifar10 in Figure 3 and see that, '
@@ -1456,43 +1440,39 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect (curves only): can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
             Part('simclr repulsion: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR optimizing only the repulsion term (λ 0): last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect (curves only): can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
             Part('simclr both: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR, full InfoNCE (λ 0): last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect (curves only): can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
             Part('{} λ 0: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity="mean ‖z‖ (Table 1's runs)",
                  compares='SimCLR and BYOL at λ 0: last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect (curves only): can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
             Part('simsiam λ 0: ‖z‖ end − start [zpre_norm_mean]', 'decides', ('Comparison',),
                  quantity="SimSiam's mean norm before its final BN",
                  compares='SimSiam at λ 0: last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect (curves only): can agree, never differ',
+                 scale=_PITFALLS_SCALE_9,
                  note='a redefinition (pre-BN norm); EFFECTS registers this part with value None (a figure '
                       'without numbers): it can agree, never differ'),
             Part('{}: ‖z‖ end at λ {} − at λ 0', 'decides', ('Comparison',),
@@ -1537,18 +1517,16 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect: can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_10),
             Part('R₂ at epoch 1: byol − simclr (our epoch {})', 'decides', ('Comparison',),
                  quantity="R₂ = |mean of exp(2iθ)| of the 2-d embeddings' angles (antipodal concentration)",
                  compares="BYOL against SimCLR at our epoch read as the paper's epoch 1",
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect: can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_10),
           )),
     Claim('pitfalls.fig5', where='Figure 5 and Appendix C.2',
           sentence='We see that dividing the network’s weights by  $c > 1$  leads to immediate convergence '
@@ -1572,7 +1550,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect: can agree, never differ'),
+                 scale=_PITFALLS_SCALE_11),
             Part("{}: mean kNN(c {}) − (c 1) @lr {} [headroom: 1 − c 1's mean kNN]", 'decides', ('Comparison',),
                  quantity='mean kNN top-1 over the evaluations after epoch 0 (every eval_every epochs)',
                  compares="each method's default cut (SimCLR c 3, BYOL c 9) against c = 1 at each base rate",
@@ -1588,9 +1566,8 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale='≥ 2 seeds; no paper effect: can agree, never differ',
-                 note='EFFECTS registers this part with value None (a figure without numbers): it can agree, '
-                      'never differ'),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_10),
             Part('cut gain: byol (c 9) − simclr (c 3) @lr {}', 'decides', ('Comparison', 'Untested'),
                  quantity='difference of the gains in mean kNN (own c − c 1)',
                  compares="BYOL's gain (c 9 − c 1) against SimCLR's (c 3 − c 1) at each base rate, only "
@@ -1607,6 +1584,9 @@ _claims(
 
 # %% ../../nbs/repro/00_paper.ipynb #b463e236
 # claims: lee (each registered from the paper's own sentence, before any run is read)
+# texts its parts share
+_LEE_SCALE_1 = ('never for differ: the paper gives no number in this unit (a figure); it can agree or be '
+                'inconclusive only')
 _claims(
     Claim('lee.thm52', where='Thm. 5.2 (poster, "Embedding Learned in Full-Batch CL")',
           sentence='Thm.5.2. For any normalized encoder f , … $$\\mathbb{E}[\\mathbf{s}_{\\text{pos}}(f)] '
@@ -1711,16 +1691,14 @@ _claims(
                  direction='less',
                  effect='EFFECTS: slope of log₁₀ Var[s_neg] on log₁₀ m (no number)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_LEE_SCALE_1),
             Part('reshuffled batches: slope of log₁₀ Var[s_neg] on log₁₀ m (m < n)', 'decides', ('Comparison',),
                  quantity='the same slope with batches reshuffled every step (ours)',
                  compares='the slope against 0',
                  direction='less',
                  effect='EFFECTS: slope of log₁₀ Var[s_neg] on log₁₀ m (no number)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_LEE_SCALE_1),
             Part('reshuffled, λ = {}: log₁₀ Var[s_neg]: with L_VRNS − without (mean over m < n)',
                  'decides', ('Comparison',),
                  quantity='log₁₀ Var[s_neg] with L_VRNS (Def. 5.7) at weight λ minus without, mean over m < '
@@ -1729,8 +1707,7 @@ _claims(
                  direction='less',
                  effect='EFFECTS: log₁₀ Var[s_neg]: with L_VRNS − without (no number)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_LEE_SCALE_1),
             Part('s_pos = 1 without L_VRNS: max 1 − s_pos over partitions and batches',
                  'decides', ('SeedChecks',),
                  quantity='1 − s_pos at λ = 0, worst over both partition schemes and every m',
@@ -1789,6 +1766,21 @@ _claims(
 
 # %% ../../nbs/repro/00_paper.ipynb #350da831
 # claims: directclr (each registered from the paper's own sentence, before any run is read)
+# texts its parts share
+_DIRECTCLR_SCALE_1 = ('never for differ: the paper gives no number in this unit (a figure); it can agree or '
+                      'be inconclusive only')
+_DIRECTCLR_QUANTITY_2 = 'linear-probe top-1 (5-fold CV, fraction) on the frozen representation r'
+_DIRECTCLR_SCALE_3 = ("testable where the paired seeds detect less than the paper's ImageNet gap and the "
+                      'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
+                      'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
+                      'usually blocks it')
+_DIRECTCLR_NOTE_4 = ('Untested variant of the comparison above: produced where a compared setting is not '
+                     'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
+                     'train all)')
+_DIRECTCLR_EFFECT_5 = 'EFFECTS: directclr.table2 / diagonal − none (0.087)'
+_DIRECTCLR_EFFECT_6 = 'EFFECTS: directclr.table2 / directclr − diagonal (0.025)'
+_DIRECTCLR_EFFECT_7 = 'EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)'
+_DIRECTCLR_EFFECT_8 = 'EFFECTS: directclr.fig12 / d₀ − d (0.112)'
 _claims(
     Claim('directclr.lemma1', where='§4.2, Lemma 1 with Eqs. (2)-(4)',
           sentence='**Lemma 1.** The weight matrix in a linear contrastive self-supervised learning model '
@@ -1870,8 +1862,7 @@ _claims(
                  direction='less',
                  effect='EFFECTS: log₁₀ ‖W_noised‖/‖W_clean‖: slope over k (no number: a figure)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part('σ gap at the largest k − at k = 0 (log₁₀ σ, smallest − largest half)',
                  'decides', ('Comparison',),
                  quantity='mean log₁₀ σ of the 8 smallest singular values minus that of the 8 largest, after '
@@ -1880,8 +1871,7 @@ _claims(
                  direction='less',
                  effect='EFFECTS: σ gap at the largest k − at k = 0 (no number: a figure)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
           )),
     Claim('directclr.fig5', where='§5.3 (Theorem 2) and Figure 5',
           sentence='Here, we also empirically demonstrate that under InfoNCE loss, the absolute value of the '
@@ -1962,16 +1952,14 @@ _claims(
                  direction='more',
                  effect='EFFECTS: collapsed dimensions per added layer (no number: a figure)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part('ReLU: collapsed dimensions per added layer', 'decides', ('Comparison',),
                  quantity='the same with ReLU between layers',
                  compares='per-seed slope over depth against 0',
                  direction='more',
                  effect='EFFECTS: collapsed dimensions per added layer (no number: a figure)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part("one layer: dimensions collapsed by training, most in a seed's runs",
                  'decides', ('SeedChecks',),
                  quantity='dimensions below 1e-4 of the largest eigenvalue at the end and no higher than at '
@@ -1990,67 +1978,51 @@ _claims(
                    'projector\t62.7 … *DirectCLR* outperforms SimCLR with 1-layer linear projector.',
           parts=(
             Part('mlp2 − directclr', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='SimCLR with the 2-layer projector against DirectCLR, paired over seeds',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / mlp2 − directclr (0.038)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('directclr − linear', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR against SimCLR with a 1-layer linear projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − linear (0.016)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('directclr − linear: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR against the linear projector, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − linear (0.016)',
                  margin=None,
                  scale='cpu profile: not trained (cpu-long trains it)',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
             Part('linear − none', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='SimCLR with a linear projector against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / linear − none (0.096)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('linear − none: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the linear projector against none, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / linear − none (0.096)',
                  margin=None,
                  scale='cpu profile: not trained (cpu-long trains it)',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
             Part('directclr − none', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR against SimCLR without a projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − none (0.112)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
           )),
     Claim('directclr.table2', where='§6.3, Table 2 and App. F',
           sentence='Proposition 1 matches the fact that: (a) an orthogonal constrained projector performs '
@@ -2069,31 +2041,26 @@ _claims(
             ),
           parts=(
             Part('linear − none', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='trainable linear projector against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / linear − none (0.096)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('linear − none: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='trainable linear projector against none, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / linear − none (0.096)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
             Part('diagonal − none', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='trainable diagonal projector against no projector',
                  direction='more',
-                 effect='EFFECTS: directclr.table2 / diagonal − none (0.087)',
+                 effect=_DIRECTCLR_EFFECT_5,
                  margin=None,
                  scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
                        'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
@@ -2105,82 +2072,67 @@ _claims(
             Part('diagonal − none {}; diagonal − none: the trained diagonal projector stayed nearly uniform '
                  '(largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no projector',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the diagonal comparison, withdrawn because the trained diagonal stayed nearly '
                           'uniform (criterion ours)',
                  direction='more',
-                 effect='EFFECTS: directclr.table2 / diagonal − none (0.087)',
+                 effect=_DIRECTCLR_EFFECT_5,
                  margin=None,
                  scale="where some seed's diagonal spread < 2 (smoke: yes)",
                  note="the {} holds the withdrawn Comparison's text"),
             Part('diagonal − none: diagonal not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='diagonal against none, not trained',
                  direction='more',
-                 effect='EFFECTS: directclr.table2 / diagonal − none (0.087)',
+                 effect=_DIRECTCLR_EFFECT_5,
                  margin=None,
                  scale='cpu profile: not trained',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
             Part('lowrank − none', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='fixed low-rank projector against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − none (0.108)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('lowrank − none: lowrank not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='low-rank against none, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − none (0.108)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
             Part('directclr − none', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='fixed low-rank diagonal projector (= DirectCLR) against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / directclr − none (0.112)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('lowrank − linear', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='fixed low-rank projector against trainable linear',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − linear (0.012)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('lowrank − linear: lowrank and linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='low-rank against linear, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − linear (0.012)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
             Part('directclr − diagonal', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='fixed low-rank diagonal (DirectCLR) against trainable diagonal',
                  direction='more',
-                 effect='EFFECTS: directclr.table2 / directclr − diagonal (0.025)',
+                 effect=_DIRECTCLR_EFFECT_6,
                  margin=None,
                  scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
                        'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
@@ -2192,25 +2144,23 @@ _claims(
                  'nearly uniform (largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no '
                  'projector',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the DirectCLR − diagonal comparison, withdrawn (diagonal nearly uniform; '
                           'criterion ours)',
                  direction='more',
-                 effect='EFFECTS: directclr.table2 / directclr − diagonal (0.025)',
+                 effect=_DIRECTCLR_EFFECT_6,
                  margin=None,
                  scale="where some seed's diagonal spread < 2 (smoke: yes)",
                  note="the {} holds the withdrawn Comparison's text"),
             Part('directclr − diagonal: diagonal not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR against diagonal, not trained',
                  direction='more',
-                 effect='EFFECTS: directclr.table2 / directclr − diagonal (0.025)',
+                 effect=_DIRECTCLR_EFFECT_6,
                  margin=None,
                  scale='cpu profile: not trained',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
           )),
     Claim('directclr.subvector', where='App. F ("Linear probe on subvector", "Random dropout instead of '
                                        'fixed subvector"), against Table 1\'s DirectCLR 62.7',
@@ -2232,26 +2182,21 @@ _claims(
                  scale='testable where the seeds detect less than 0.148 (no headroom bound: r[:d₀] is not '
                        'bounded by the pixels)'),
             Part('fixed − random subset', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR (fixed r[:d₀]) against the random-d₀-subset-per-step run, probe on r',
                  direction='more',
                  effect='EFFECTS: directclr.subvector / fixed − random subset (0.197)',
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('fixed − random subset: random subset not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='fixed against random subset, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.subvector / fixed − random subset (0.197)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note='Untested variant of the comparison above: produced where a compared setting is not '
-                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                 note=_DIRECTCLR_NOTE_4),
           )),
     Claim('directclr.fig9', where='§6.1-6.2, Figure 9 (and Figure 7b)',
           sentence='We visualize the learnt representation space spectrum in Figure 9. *DirectCLR* prevents '
@@ -2272,24 +2217,21 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.fig9 / none collapses (no number: a figure)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part('none − mlp2', 'decides', ('Comparison',),
                  quantity='collapsed dimensions of r',
                  compares='no projector against the 2-layer projector, paired over seeds',
                  direction='more',
                  effect='EFFECTS: directclr.fig9 / none − mlp2 (no number)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part('none − directclr', 'decides', ('Comparison',),
                  quantity='collapsed dimensions of r',
                  compares='no projector against DirectCLR, paired over seeds',
                  direction='more',
                  effect='EFFECTS: directclr.fig9 / none − directclr (no number)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
           )),
     Claim('directclr.fig2', where='§3 and Figure 2',
           sentence='We observe that a number of singular values collapse to zero, thus representing '
@@ -2306,8 +2248,7 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.fig2 / embedding collapses (no number: a figure)',
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part("the paper's statement (a 128-d ImageNet embedding)", 'decides', ('Untested',),
                  quantity='the statement about one ImageNet SimCLR embedding',
                  compares='not compared below the paper profile',
@@ -2330,78 +2271,118 @@ _claims(
             ),
           parts=(
             Part('d₀=6 − d₀=2', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR at the preset d₀ = 6 against the smallest d₀ trained (2): smoke, cpu-long',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)',
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only'),
+                 scale=_DIRECTCLR_SCALE_1),
             Part('d₀=90 − d₀=16', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the same at gpu (d₀ = 90 of 512 against 16)',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)',
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only',
+                 scale=_DIRECTCLR_SCALE_1,
                  note='gpu profile only'),
             Part('d₀=360 − d₀=32', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the same at paper scale (d₀ = 360 of 2048 against 32)',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)',
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
-                 scale='never for differ: the paper gives no number in this unit (a figure); it can agree or '
-                       'be inconclusive only',
+                 scale=_DIRECTCLR_SCALE_1,
                  note='paper profile only'),
             Part('d₀=6 − a smaller d₀: none trained at this profile (-p settings=all trains the sweep)',
                  'decides', ('Untested',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the rise, untested: no d₀ below the preset trained',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)',
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
                  scale='cpu profile (no sweep)',
                  note='cpu profile only'),
             Part('d₀=6 − d₀=32', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='DirectCLR at d₀ = 6 against d₀ = d = 32 (SimCLR without projector): smoke, cpu, '
                           'cpu-long',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − d (0.112)',
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it'),
+                 scale=_DIRECTCLR_SCALE_3),
             Part('d₀=90 − d₀=512', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the same at gpu (d = 512)',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − d (0.112)',
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it',
+                 scale=_DIRECTCLR_SCALE_3,
                  note='gpu profile only'),
             Part('d₀=360 − d₀=2048', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (5-fold CV, fraction) on the frozen representation r',
+                 quantity=_DIRECTCLR_QUANTITY_2,
                  compares='the same at paper scale (d = 2048)',
                  direction='more',
-                 effect='EFFECTS: directclr.fig12 / d₀ − d (0.112)',
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
-                 scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
-                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
-                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
-                       'usually blocks it',
+                 scale=_DIRECTCLR_SCALE_3,
                  note='paper profile only'),
           )),
 )
 
 # %% ../../nbs/repro/00_paper.ipynb #e81cfbe2
 # claims: clop (each registered from the paper's own sentence, before any run is read)
+# texts its parts share
+_CLOP_SCALE_1 = ('always: a deterministic check (closed form, autograd or Monte Carlo in float64, no seed '
+                 'noise)')
+_CLOP_SCALE_2 = ("always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, paper "
+                 '2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k grid (smoke '
+                 '3,5,10,30; cpu 12 values; paper 19) vary by profile')
+_CLOP_SCALE_3 = ('always: deterministic per seed (SeedChecks: `differ` only where every seed fails); k ∈ '
+                 '{3,5,10,20,30,50} in R^100, η = 0.5 (ours), steps = clop_steps (smoke 300, cpu 1,000, '
+                 'paper 2,000), seeds 2/3/5')
+_CLOP_SCALE_4 = ('never `differ`: the paper gives no number in this unit (EFFECTS value None), so the part '
+                 'can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm level) or be '
+                 'inconclusive')
+_CLOP_QUANTITY_5 = ('kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses per '
+                    'seed (CLOP orthonormal, cosine)')
+_CLOP_SCALE_6 = ('can agree, never differ: the paper reports no effect of this experiment (it ran no λ or '
+                 'similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on CIFAR-100 / '
+                 'Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds resolve the order')
+_CLOP_NOTE_7 = 'cpu/gpu/paper only (λ 0.1, 0.5, 1.0, 1.5); matched no smoke label'
+_CLOP_QUANTITY_8 = ('kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses per '
+                    'seed (CLOP orthonormal, λ = 1, mean weighting)')
+_CLOP_SCALE_9 = ('never `differ`: the paper gives no number in this unit (EFFECTS value None), so the part '
+                 'can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm level) or be '
+                 'inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ 1,000 steps, LARS, 5 '
+                 'seeds) or paper (200 epochs) profile; smoke trains digits for 2 steps (untestable); cpu '
+                 'does not train it')
+_CLOP_QUANTITY_10 = 'nothing measured (the profile does not train this result)'
+_CLOP_COMPARES_11 = 'nothing: one Untested part naming what the result would need (SETTINGS_COMPARED)'
+_CLOP_NOTE_12 = ('label built by judge_untrained (prototypes_margins.py) at profiles whose train_ids exclude '
+                 'the ID: cpu for every clop ID, cpu-long for all but clop.table2; matched no label because '
+                 "smoke trains every ID and the cpu labels file was absent when checked; 'shown' direction "
+                 'because it claims nothing')
+_CLOP_QUANTITY_13 = ('linear-probe top-1 (test split; diverged at chance) of SupCon + CLOP, 100 % labels, '
+                     'batch clop_lr_batch (1024 at gpu/paper)')
+_CLOP_SCALE_14 = ('runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × paired '
+                  "s.e. at the Holm level, floored at one test image) lies below the paper's effect, with "
+                  'headroom above it; otherwise inconclusive; trained at gpu (ResNet-18 on CIFAR-100 only '
+                  '(TIN column at paper profile only), 5 epochs with ≥ 1,000 steps, LARS, 5 seeds) or paper '
+                  '(200 epochs) profile; smoke trains digits for 2 steps (untestable); cpu does not train it')
+_CLOP_QUANTITY_15 = ('top-1 of SupCon + CLOP (λ 1, orthonormal; the similarity on ℓ2-normalized z, as '
+                     'CLOPLoss.py) by a k-fold linear probe over all train+test images where kfold > 0 '
+                     '(gpu/paper/cpu-long 5, smoke 2), else the test-split probe; a diverged run at chance')
+_CLOP_SCALE_16 = ('runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × paired '
+                  "s.e. at the Holm level, floored at one test image) lies below the paper's effect, with "
+                  'headroom above it; otherwise inconclusive; trained at gpu/paper (CIFAR-100) and cpu-long '
+                  '(digits, batch 128)')
+_CLOP_QUANTITY_17 = ("top-1 of SupCon + CLOP (λ 1) in the Tiny-ImageNet role (gpu: CIFAR-100, the role's "
+                     'fallback; paper: the ImageFolder; smoke: digits) by the k-fold probe over all images '
+                     'where kfold > 0, else the test-split probe')
+_CLOP_SCALE_18 = ('runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × paired '
+                  "s.e. at the Holm level, floored at one test image) lies below the paper's effect, with "
+                  'headroom above it; otherwise inconclusive; trained at gpu (on CIFAR-100) and paper '
+                  '(Tiny-ImageNet)')
 _claims(
     Claim('clop.lemma1', where='Lemma 1 (§3.1) and its proof (App. C)',
           sentence='If a function $f \\in \\mathcal{F}$ is trained using the InfoNCE loss, then there exist '
@@ -2422,8 +2403,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='fails as `corrected` (a saddle, not a minimum), never `differ`'),
             Part('identical and co-linear batches: max scale-free gradient maxᵢ ‖∇ᵢ‖·‖z̃ᵢ‖',
                  'decides', ('Check',),
@@ -2434,16 +2414,14 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)'),
+                 scale=_CLOP_SCALE_1),
             Part('random batches (the zero means something): min scale-free gradient', 'control', ('Check',),
                  quantity='smallest ‖∇_{z̃ᵢ} L‖·‖z̃ᵢ‖ over random Gaussian batches',
                  compares='against 1e-3: the gradient is not zero for generic batches',
                  direction='at least',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='a control of ours (sanity of the measurement), yet deciding: it is not wrapped in Shown'),
           )),
     Claim('clop.thm1', where='Theorem 1 and Eq. (2) (§3.1), its proof and closed form (App. D), the value '
@@ -2469,8 +2447,7 @@ _claims(
                  direction='equal',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='fails as `corrected`'),
             Part('printed E‖xᵢ⁽¹⁾‖² vs Monte Carlo at η = 1.5: max rel. err', 'decides', ('Check',),
                  quantity="max over k of the relative error of the proof's E‖xᵢ⁽¹⁾‖² = 1 + η/(k−1) − 2η/k − "
@@ -2480,8 +2457,7 @@ _claims(
                  direction='equal',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='fails as `corrected`'),
             Part('our E‖xᵢ⁽¹⁾‖² = 1 + η²/(k−1) vs Monte Carlo: max rel. err', 'decides', ('Check',),
                  quantity='max over k of the relative error of our E‖xᵢ⁽¹⁾‖² = 1 + η²/(k−1) against the same '
@@ -2490,8 +2466,7 @@ _claims(
                  direction='equal',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('our η ≤ 2(k−1)/(k−2) vs the empirical critical η (k ≥ 10): max rel. err',
@@ -2503,8 +2478,7 @@ _claims(
                  direction='equal',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
           )),
@@ -2530,8 +2504,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)'),
+                 scale=_CLOP_SCALE_1),
             Part('optimal last embedding: max residual out of the span of the others', 'decides', ('Check',),
                  quantity='largest norm of the component of the loss-minimizing unit x_k = −Σ_{i<k} '
                           'xᵢ/‖Σ_{i<k} xᵢ‖ outside span(x₁..x_{k−1})',
@@ -2539,8 +2512,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a deterministic check (closed form, autograd or Monte Carlo in float64, no '
-                       'seed noise)',
+                 scale=_CLOP_SCALE_1,
                  note='the optimum is taken in closed form, which is in the span by construction: the check '
                       'can fail only by rounding'),
           )),
@@ -2572,27 +2544,21 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile'),
+                 scale=_CLOP_SCALE_2),
             Part('η = 2.0: σ₂/σ₁ (no complete collapse)', 'decides', ('Check',),
                  quantity='σ₂/σ₁ after 800 steps at η = 2.0, same initial embeddings',
                  compares='against 0.1 (ours): not collapsed',
                  direction='at least',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile'),
+                 scale=_CLOP_SCALE_2),
             Part('η = 2.0: smallest σ/σ₁ (rank k − 1)', 'decides', ('Check',),
                  quantity='σ₃₀/σ₁ after 800 steps at η = 2.0',
                  compares='against 1e-3 (ours): the last singular value has dropped to zero',
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile'),
+                 scale=_CLOP_SCALE_2),
             Part('printed bound: largest gap below the empirical maximum (relative; "slightly": ≤ 5 %)',
                  'decides', ('Check',),
                  quantity='max over k of (empirical max non-collapsing η − printed Theorem 1 '
@@ -2602,9 +2568,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile',
+                 scale=_CLOP_SCALE_2,
                  note='fails as `corrected`'),
             Part('printed bound: smallest gap (below the maximum at every k)', 'decides', ('Check',),
                  quantity='min over k of the same relative gap',
@@ -2612,9 +2576,7 @@ _claims(
                  direction='at least',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile',
+                 scale=_CLOP_SCALE_2,
                  note='fails as `corrected`'),
             Part('our η*: largest gap below the empirical maximum (relative)', 'decides', ('Check',),
                  quantity='max over k of (empirical max − 2(k−1)/(k−2))/empirical max',
@@ -2622,9 +2584,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile',
+                 scale=_CLOP_SCALE_2,
                  note='our corrected form, deciding (fails as `differ`) with a threshold of ours'),
             Part('our η*: smallest gap (below the maximum at every k)', 'decides', ('Check',),
                  quantity='min over k of the same relative gap for η*',
@@ -2632,9 +2592,7 @@ _claims(
                  direction='at least',
                  effect=None,
                  margin=None,
-                 scale="always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, "
-                       'paper 2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k '
-                       'grid (smoke 3,5,10,30; cpu 12 values; paper 19) vary by profile',
+                 scale=_CLOP_SCALE_2,
                  note='our corrected form, deciding (fails as `differ`)'),
           )),
     Claim('clop.fig4', where='Figure 4 (caption) and §3.2',
@@ -2656,18 +2614,14 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: deterministic per seed (SeedChecks: `differ` only where every seed fails); k '
-                       '∈ {3,5,10,20,30,50} in R^100, η = 0.5 (ours), steps = clop_steps (smoke 300, cpu '
-                       '1,000, paper 2,000), seeds 2/3/5'),
+                 scale=_CLOP_SCALE_3),
             Part('|loss + k| (the minimum −k): max over k', 'decides', ('SeedChecks',),
                  quantity='per seed, max over k of |Σ_{i≠j} xᵢᵀxⱼ + k| at the end',
                  compares='against 1e-6: the runs reach the minimum −k (a zero-mean configuration)',
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: deterministic per seed (SeedChecks: `differ` only where every seed fails); k '
-                       '∈ {3,5,10,20,30,50} in R^100, η = 0.5 (ours), steps = clop_steps (smoke 300, cpu '
-                       '1,000, paper 2,000), seeds 2/3/5',
+                 scale=_CLOP_SCALE_3,
                  note="not in Fig. 4's sentence: from §3.2's 'zero-mean subspace of rank k − 1'"),
             Part('k ≥ 4: smallest range max − min of the pairwise cosines (an ETF has 0)',
                  'decides', ('SeedChecks',),
@@ -2676,9 +2630,7 @@ _claims(
                  direction='at least',
                  effect=None,
                  margin=None,
-                 scale='always: deterministic per seed (SeedChecks: `differ` only where every seed fails); k '
-                       '∈ {3,5,10,20,30,50} in R^100, η = 0.5 (ours), steps = clop_steps (smoke 300, cpu '
-                       '1,000, paper 2,000), seeds 2/3/5'),
+                 scale=_CLOP_SCALE_3),
           )),
     Claim('clop.table5', where='§4 (synthetic experiment, Fig. 5) and Table 5 (App. B)',
           sentence='similarity (e.g., InfoNCE and DCL) are expected to push the embeddings into a '
@@ -2708,9 +2660,7 @@ _claims(
                  direction='more',
                  effect='EFFECTS: CLOP − SSL accuracy (value None: Table 5 is an image)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive'),
+                 scale=_CLOP_SCALE_4),
             Part('{} weighting, {}: CLOP − SSL class |cos|', 'decides', ('Comparison',),
                  quantity='mean |cos| between the class-mean directions of the ℓ2-normalized embeddings (0: '
                           'orthogonal classes)',
@@ -2720,9 +2670,7 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP − SSL class |cos| (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive'),
+                 scale=_CLOP_SCALE_4),
             Part('{} weighting, {}: CLOP − SSL effective rank', 'decides', ('Comparison',),
                  quantity='effective rank of the ℓ2-normalized embeddings (uncentred; 1..3)',
                  compares='CLOP against SSL, paired over seeds, for InfoNCE and DCL only, per CLOP weighting '
@@ -2731,9 +2679,7 @@ _claims(
                  direction='more',
                  effect='EFFECTS: CLOP − SSL effective rank (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive'),
+                 scale=_CLOP_SCALE_4),
             Part('InfoNCE / DCL effective rank', 'decides', ('Untested',),
                  quantity='nothing (neither InfoNCE nor DCL in the bases)',
                  compares='nothing',
@@ -2762,18 +2708,14 @@ _claims(
                  direction='more',
                  effect='EFFECTS: orthonormal − ETF accuracy (value None: figures only, none on synthetic data)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive'),
+                 scale=_CLOP_SCALE_4),
             Part('{}: orthonormal − ETF effective rank', 'decides', ('Comparison',),
                  quantity='effective rank of ẑ (1..3)',
                  compares='orthonormal against ETF prototypes, paired over seeds, per base loss',
                  direction='more',
                  effect='EFFECTS: orthonormal − ETF effective rank (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive'),
+                 scale=_CLOP_SCALE_4),
           )),
     Claim('clop.table1_synthetic', where='§5 "Ablation Study on λ Tuning" and Table 1 (CIFAR-100 / '
                                          'Tiny-ImageNet, SupCon); the paper has no λ ablation on the '
@@ -2788,53 +2730,37 @@ _claims(
             ),
           parts=(
             Part('{} weighting: λ 1 − λ 0.1', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, cosine)',
+                 quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1 against CLOP at λ 0.1, paired over seeds, per CLOP weighting',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order',
-                 note='cpu/gpu/paper only (λ 0.1, 0.5, 1.0, 1.5); matched no smoke label'),
+                 scale=_CLOP_SCALE_6,
+                 note=_CLOP_NOTE_7),
             Part('{} weighting: λ 1 − λ 0.5', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, cosine)',
+                 quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1 against CLOP at λ 0.5, paired over seeds, per CLOP weighting',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order',
+                 scale=_CLOP_SCALE_6,
                  note='the only best part at smoke (λ 0.5, 1.0)'),
             Part('{} weighting: λ 1.5 − λ 0.1', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, cosine)',
+                 quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1.5 against CLOP at λ 0.1, paired over seeds, per CLOP weighting',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order',
-                 note='cpu/gpu/paper only (λ 0.1, 0.5, 1.0, 1.5); matched no smoke label'),
+                 scale=_CLOP_SCALE_6,
+                 note=_CLOP_NOTE_7),
             Part('{} weighting: λ 1.5 − λ 0.5', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, cosine)',
+                 quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1.5 against CLOP at λ 0.5, paired over seeds, per CLOP weighting',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order',
-                 note='cpu/gpu/paper only (λ 0.1, 0.5, 1.0, 1.5); matched no smoke label'),
+                 scale=_CLOP_SCALE_6,
+                 note=_CLOP_NOTE_7),
             Part('{} weighting: λ {} − λ 1 stable', 'decides', ('Equivalence',),
                  quantity='the same averaged kNN accuracy',
                  compares='each other λ of the sweep against λ = 1 (TOST within ±0.08), per CLOP weighting',
@@ -2881,39 +2807,27 @@ _claims(
             ),
           parts=(
             Part('cosine − euclidean', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, λ = 1, mean weighting)',
+                 quantity=_CLOP_QUANTITY_8,
                  compares='CLOP with cosine similarity against euclidean, paired over seeds',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order',
+                 scale=_CLOP_SCALE_6,
                  note='cpu/gpu/paper only (smoke runs cosine, manhattan); matched no smoke label'),
             Part('cosine − manhattan', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, λ = 1, mean weighting)',
+                 quantity=_CLOP_QUANTITY_8,
                  compares='CLOP with cosine similarity against manhattan, paired over seeds',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order'),
+                 scale=_CLOP_SCALE_6),
             Part('euclidean − manhattan', 'decides', ('Comparison',),
-                 quantity='kNN accuracy (k = 5) on the unlabelled 90 %, averaged over the four base losses '
-                          'per seed (CLOP orthonormal, λ = 1, mean weighting)',
+                 quantity=_CLOP_QUANTITY_8,
                  compares='CLOP with euclidean similarity against manhattan, paired over seeds',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='can agree, never differ: the paper reports no effect of this experiment (it ran no λ '
-                       'or similarity ablation on synthetic data; its Tables 1-2 gaps, ResNet-50 on '
-                       'CIFAR-100 / Tiny-ImageNet, are quoted in EFFECTS only); agrees where ≥ 2 seeds '
-                       'resolve the order',
+                 scale=_CLOP_SCALE_6,
                  note='cpu/gpu/paper only (smoke runs cosine, manhattan); matched no smoke label'),
             Part('similarity order', 'decides', ('Untested',),
                  quantity='nothing',
@@ -2946,11 +2860,7 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None: figure only)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('10% labels, drop from batch size {} to {}: InfoNCE + CLOP − InfoNCE + linear',
                  'decides', ('Comparison',),
                  quantity='the same drop, probe on the labelled 10 %',
@@ -2959,23 +2869,16 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None: figure only)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('clop.fig6: not trained at the {} scale', 'decides', ('Untested',),
-                 quantity='nothing measured (the profile does not train this result)',
-                 compares='nothing: one Untested part naming what the result would need (SETTINGS_COMPARED)',
+                 quantity=_CLOP_QUANTITY_10,
+                 compares=_CLOP_COMPARES_11,
                  direction='shown',
                  effect=None,
                  margin=None,
                  scale='produced at profiles whose train_ids exclude clop.fig6 (cpu; cpu-long except '
                        'clop.table2); its label is the only part',
-                 note='label built by judge_untrained (prototypes_margins.py) at profiles whose train_ids '
-                      'exclude the ID: cpu for every clop ID, cpu-long for all but clop.table2; matched no '
-                      'label because smoke trains every ID and the cpu labels file was absent when checked; '
-                      "'shown' direction because it claims nothing"),
+                 note=_CLOP_NOTE_12),
           )),
     Claim('clop.fig7', where='§5 "CLOP Prevents Collapse with Large Learning Rates" and Figure 7 (top-1 by '
                              'learning rate)',
@@ -3000,11 +2903,7 @@ _claims(
                  direction='less',
                  effect='EFFECTS: baseline at the largest lr − chance band (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('InfoNCE + linear at lr {}: top-1 − chance band (collapsed at the end)',
                  'decides', ('Comparison',),
                  quantity='the same top-1, probe on the labelled 10 %',
@@ -3012,44 +2911,28 @@ _claims(
                  direction='less',
                  effect='EFFECTS: baseline at the largest lr − chance band (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('SupCon + CLOP at lr {}: top-1 − chance band (not collapsed)', 'decides', ('Comparison',),
                  quantity='the same top-1 at the largest rate',
                  compares='SupCon + CLOP against the chance band',
                  direction='more',
                  effect='EFFECTS: CLOP at the largest lr − chance band (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('InfoNCE + CLOP at lr {}: top-1 − chance band (not collapsed)', 'decides', ('Comparison',),
                  quantity='the same top-1 at the largest rate, 10 % labels',
                  compares='InfoNCE + CLOP against the chance band',
                  direction='more',
                  effect='EFFECTS: CLOP at the largest lr − chance band (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('100% labels, drop from lr {} to {}: SupCon + CLOP − SupCon', 'decides', ('Comparison',),
                  quantity='drop in top-1 from a smaller rate (0.1, 0.3, 1, 3; smoke 0.1) to the largest (10)',
                  compares="SupCon + CLOP's drop against SupCon's, paired over seeds, one part per smaller rate",
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('10% labels, drop from lr {} to {}: InfoNCE + CLOP − InfoNCE + linear',
                  'decides', ('Comparison',),
                  quantity='the same drop, 10 % labels',
@@ -3057,23 +2940,16 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None)',
                  margin=None,
-                 scale='never `differ`: the paper gives no number in this unit (EFFECTS value None), so the '
-                       'part can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm '
-                       'level) or be inconclusive; trained at gpu (ResNet-18 on CIFAR-100, 5 epochs with ≥ '
-                       '1,000 steps, LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 '
-                       'steps (untestable); cpu does not train it'),
+                 scale=_CLOP_SCALE_9),
             Part('clop.fig7: not trained at the {} scale', 'decides', ('Untested',),
-                 quantity='nothing measured (the profile does not train this result)',
-                 compares='nothing: one Untested part naming what the result would need (SETTINGS_COMPARED)',
+                 quantity=_CLOP_QUANTITY_10,
+                 compares=_CLOP_COMPARES_11,
                  direction='shown',
                  effect=None,
                  margin=None,
                  scale='produced at profiles whose train_ids exclude clop.fig7 (cpu; cpu-long except '
                        'clop.table2); its label is the only part',
-                 note='label built by judge_untrained (prototypes_margins.py) at profiles whose train_ids '
-                      'exclude the ID: cpu for every clop ID, cpu-long for all but clop.table2; matched no '
-                      'label because smoke trains every ID and the cpu labels file was absent when checked; '
-                      "'shown' direction because it claims nothing"),
+                 note=_CLOP_NOTE_12),
           )),
     Claim('clop.table1', where='§5 "Ablation Study on λ Tuning" and Table 1 (SupCon + CLOP, batch 1024, '
                                'CIFAR-100 and Tiny-ImageNet)',
@@ -3088,64 +2964,40 @@ _claims(
             ),
           parts=(
             Part('{}: λ 1 − λ 0.1', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (test split; diverged at chance) of SupCon + CLOP, 100 % '
-                          'labels, batch clop_lr_batch (1024 at gpu/paper)',
+                 quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1 against λ 0.1, paired over seeds, per dataset (label prefix: '
                           'the dataset; its Table 1 column C-100 or TIN)',
                  direction='more',
                  effect='EFFECTS: <column>: λ 1 − λ 0.1 (C-100 0.009, TIN 0.08)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (ResNet-18 on '
-                       'CIFAR-100 only (TIN column at paper profile only), 5 epochs with ≥ 1,000 steps, '
-                       'LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 steps '
-                       '(untestable); cpu does not train it',
+                 scale=_CLOP_SCALE_14,
                  note='the only best part at smoke (λ 0.1, 1)'),
             Part('{}: λ 1 − λ 0.5', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (test split; diverged at chance) of SupCon + CLOP, 100 % '
-                          'labels, batch clop_lr_batch (1024 at gpu/paper)',
+                 quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1 against λ 0.5, paired over seeds, per dataset (label prefix: '
                           'the dataset; its Table 1 column C-100 or TIN)',
                  direction='more',
                  effect='EFFECTS: <column>: λ 1 − λ 0.5 (C-100 0.014, TIN 0.001)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (ResNet-18 on '
-                       'CIFAR-100 only (TIN column at paper profile only), 5 epochs with ≥ 1,000 steps, '
-                       'LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 steps '
-                       '(untestable); cpu does not train it',
+                 scale=_CLOP_SCALE_14,
                  note='gpu/paper only; matched no smoke label'),
             Part('{}: λ 1.5 − λ 0.1', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (test split; diverged at chance) of SupCon + CLOP, 100 % '
-                          'labels, batch clop_lr_batch (1024 at gpu/paper)',
+                 quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1.5 against λ 0.1, paired over seeds, per dataset (label '
                           'prefix: the dataset; its Table 1 column C-100 or TIN)',
                  direction='more',
                  effect='EFFECTS: <column>: λ 1.5 − λ 0.1 (C-100 0.015, TIN 0.08)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (ResNet-18 on '
-                       'CIFAR-100 only (TIN column at paper profile only), 5 epochs with ≥ 1,000 steps, '
-                       'LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 steps '
-                       '(untestable); cpu does not train it',
+                 scale=_CLOP_SCALE_14,
                  note='gpu/paper only; matched no smoke label'),
             Part('{}: λ 1.5 − λ 0.5', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (test split; diverged at chance) of SupCon + CLOP, 100 % '
-                          'labels, batch clop_lr_batch (1024 at gpu/paper)',
+                 quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1.5 against λ 0.5, paired over seeds, per dataset (label '
                           'prefix: the dataset; its Table 1 column C-100 or TIN)',
                  direction='more',
                  effect='EFFECTS: <column>: λ 1.5 − λ 0.5 (C-100 0.02, TIN 0.001)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (ResNet-18 on '
-                       'CIFAR-100 only (TIN column at paper profile only), 5 epochs with ≥ 1,000 steps, '
-                       'LARS, 5 seeds) or paper (200 epochs) profile; smoke trains digits for 2 steps '
-                       '(untestable); cpu does not train it',
+                 scale=_CLOP_SCALE_14,
                  note='gpu/paper only; matched no smoke label'),
             Part('{}: λ {} − λ 1 stable', 'decides', ('Equivalence',),
                  quantity='the same top-1',
@@ -3174,17 +3026,14 @@ _claims(
                  scale='never at the defined profiles',
                  note='fallback of lambda_parts; matched no label'),
             Part('clop.table1: not trained at the {} scale', 'decides', ('Untested',),
-                 quantity='nothing measured (the profile does not train this result)',
-                 compares='nothing: one Untested part naming what the result would need (SETTINGS_COMPARED)',
+                 quantity=_CLOP_QUANTITY_10,
+                 compares=_CLOP_COMPARES_11,
                  direction='shown',
                  effect=None,
                  margin=None,
                  scale='produced at profiles whose train_ids exclude clop.table1 (cpu; cpu-long except '
                        'clop.table2); its label is the only part',
-                 note='label built by judge_untrained (prototypes_margins.py) at profiles whose train_ids '
-                      'exclude the ID: cpu for every clop ID, cpu-long for all but clop.table2; matched no '
-                      'label because smoke trains every ID and the cpu labels file was absent when checked; '
-                      "'shown' direction because it claims nothing"),
+                 note=_CLOP_NOTE_12),
           )),
     Claim('clop.table2', where='§5 "Ablation Study on the Choice of Similarity Metric" and Table 2 '
                                '(CIFAR-100, printed as "Table 5" in the text)',
@@ -3198,45 +3047,27 @@ _claims(
             ),
           parts=(
             Part('cosine − euclidean', 'decides', ('Comparison',),
-                 quantity='top-1 of SupCon + CLOP (λ 1, orthonormal; the similarity on ℓ2-normalized z, as '
-                          'CLOPLoss.py) by a k-fold linear probe over all train+test images where kfold > 0 '
-                          '(gpu/paper/cpu-long 5, smoke 2), else the test-split probe; a diverged run at '
-                          'chance',
+                 quantity=_CLOP_QUANTITY_15,
                  compares='cosine against euclidean, paired over seeds',
                  direction='more',
                  effect='EFFECTS: cosine − euclidean = 0.005 (Table 2: Cosine 0.754, Euclidean 0.749)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu/paper '
-                       '(CIFAR-100) and cpu-long (digits, batch 128)',
+                 scale=_CLOP_SCALE_16,
                  note='not at smoke (cosine, manhattan); matched no smoke label'),
             Part('cosine − manhattan', 'decides', ('Comparison',),
-                 quantity='top-1 of SupCon + CLOP (λ 1, orthonormal; the similarity on ℓ2-normalized z, as '
-                          'CLOPLoss.py) by a k-fold linear probe over all train+test images where kfold > 0 '
-                          '(gpu/paper/cpu-long 5, smoke 2), else the test-split probe; a diverged run at '
-                          'chance',
+                 quantity=_CLOP_QUANTITY_15,
                  compares='cosine against manhattan, paired over seeds',
                  direction='more',
                  effect='EFFECTS: cosine − manhattan = 0.039 (Table 2: Cosine 0.754, Manhattan 0.715)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu/paper '
-                       '(CIFAR-100) and cpu-long (digits, batch 128)'),
+                 scale=_CLOP_SCALE_16),
             Part('euclidean − manhattan', 'decides', ('Comparison',),
-                 quantity='top-1 of SupCon + CLOP (λ 1, orthonormal; the similarity on ℓ2-normalized z, as '
-                          'CLOPLoss.py) by a k-fold linear probe over all train+test images where kfold > 0 '
-                          '(gpu/paper/cpu-long 5, smoke 2), else the test-split probe; a diverged run at '
-                          'chance',
+                 quantity=_CLOP_QUANTITY_15,
                  compares='euclidean against manhattan, paired over seeds',
                  direction='more',
                  effect='EFFECTS: euclidean − manhattan = 0.034 (Table 2: Euclidean 0.749, Manhattan 0.715)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu/paper '
-                       '(CIFAR-100) and cpu-long (digits, batch 128)',
+                 scale=_CLOP_SCALE_16,
                  note='not at smoke (cosine, manhattan); matched no smoke label'),
             Part("clop.table2: the paper's order: not tested, {}", 'decides', ('Untested',),
                  quantity='nothing',
@@ -3247,17 +3078,14 @@ _claims(
                  scale='never at the defined profiles',
                  note='fallback of judge_clop_ablation; matched no label'),
             Part('clop.table2: not trained at the {} scale', 'decides', ('Untested',),
-                 quantity='nothing measured (the profile does not train this result)',
-                 compares='nothing: one Untested part naming what the result would need (SETTINGS_COMPARED)',
+                 quantity=_CLOP_QUANTITY_10,
+                 compares=_CLOP_COMPARES_11,
                  direction='shown',
                  effect=None,
                  margin=None,
                  scale='produced at profiles whose train_ids exclude clop.table2 (cpu; cpu-long except '
                        'clop.table2); its label is the only part',
-                 note='label built by judge_untrained (prototypes_margins.py) at profiles whose train_ids '
-                      'exclude the ID: cpu for every clop ID, cpu-long for all but clop.table2; matched no '
-                      'label because smoke trains every ID and the cpu labels file was absent when checked; '
-                      "'shown' direction because it claims nothing"),
+                 note=_CLOP_NOTE_12),
           )),
     Claim('clop.table3', where='§5 "Ablation Study on the Choice of Augmentation" and Table 3 (Tiny-ImageNet)',
           sentence='To evaluate the impact of augmentation strategies on CLOP, we trained the same ResNet-50 '
@@ -3269,43 +3097,28 @@ _claims(
             ),
           parts=(
             Part('randaugment − autoaugment', 'decides', ('Comparison',),
-                 quantity='top-1 of SupCon + CLOP (λ 1) in the Tiny-ImageNet role (gpu: CIFAR-100, the '
-                          "role's fallback; paper: the ImageFolder; smoke: digits) by the k-fold probe over "
-                          'all images where kfold > 0, else the test-split probe',
+                 quantity=_CLOP_QUANTITY_17,
                  compares='randaugment against autoaugment augmentation, paired over seeds',
                  direction='more',
                  effect='EFFECTS: randaugment − autoaugment = 0.15 (Table 3: RandAug 0.696, AutoAug-Imagenet '
                         '0.546)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (on '
-                       'CIFAR-100) and paper (Tiny-ImageNet)',
+                 scale=_CLOP_SCALE_18,
                  note='not at smoke (randaugment, simclr); matched no smoke label'),
             Part('randaugment − simclr', 'decides', ('Comparison',),
-                 quantity='top-1 of SupCon + CLOP (λ 1) in the Tiny-ImageNet role (gpu: CIFAR-100, the '
-                          "role's fallback; paper: the ImageFolder; smoke: digits) by the k-fold probe over "
-                          'all images where kfold > 0, else the test-split probe',
+                 quantity=_CLOP_QUANTITY_17,
                  compares='randaugment against simclr augmentation, paired over seeds',
                  direction='more',
                  effect='EFFECTS: randaugment − simclr = 0.197 (Table 3: RandAug 0.696, SimCLR 0.499)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (on '
-                       'CIFAR-100) and paper (Tiny-ImageNet)'),
+                 scale=_CLOP_SCALE_18),
             Part('autoaugment − simclr', 'decides', ('Comparison',),
-                 quantity='top-1 of SupCon + CLOP (λ 1) in the Tiny-ImageNet role (gpu: CIFAR-100, the '
-                          "role's fallback; paper: the ImageFolder; smoke: digits) by the k-fold probe over "
-                          'all images where kfold > 0, else the test-split probe',
+                 quantity=_CLOP_QUANTITY_17,
                  compares='autoaugment against simclr augmentation, paired over seeds',
                  direction='more',
                  effect='EFFECTS: autoaugment − simclr = 0.047 (Table 3: AutoAug-Imagenet 0.546, SimCLR 0.499)',
                  margin=None,
-                 scale='runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × '
-                       "paired s.e. at the Holm level, floored at one test image) lies below the paper's "
-                       'effect, with headroom above it; otherwise inconclusive; trained at gpu (on '
-                       'CIFAR-100) and paper (Tiny-ImageNet)',
+                 scale=_CLOP_SCALE_18,
                  note='not at smoke (randaugment, simclr); matched no smoke label'),
             Part("clop.table3: the paper's order: not tested, {}", 'decides', ('Untested',),
                  quantity='nothing',
@@ -3316,22 +3129,48 @@ _claims(
                  scale='never at the defined profiles',
                  note='fallback of judge_clop_ablation; matched no label'),
             Part('clop.table3: not trained at the {} scale', 'decides', ('Untested',),
-                 quantity='nothing measured (the profile does not train this result)',
-                 compares='nothing: one Untested part naming what the result would need (SETTINGS_COMPARED)',
+                 quantity=_CLOP_QUANTITY_10,
+                 compares=_CLOP_COMPARES_11,
                  direction='shown',
                  effect=None,
                  margin=None,
                  scale='produced at profiles whose train_ids exclude clop.table3 (cpu; cpu-long except '
                        'clop.table2); its label is the only part',
-                 note='label built by judge_untrained (prototypes_margins.py) at profiles whose train_ids '
-                      'exclude the ID: cpu for every clop ID, cpu-long for all but clop.table2; matched no '
-                      'label because smoke trains every ID and the cpu labels file was absent when checked; '
-                      "'shown' direction because it claims nothing"),
+                 note=_CLOP_NOTE_12),
           )),
 )
 
 # %% ../../nbs/repro/00_paper.ipynb #4fe9d8bb
 # claims: margins (each registered from the paper's own sentence, before any run is read)
+# texts its parts share
+_MARGINS_SCALE_1 = ("always: a closed form against torch.autograd in float64 (section 1's sweep; smoke runs "
+                    'fewer cases, cpu and above the full sweep, = cpu at gpu/paper)')
+_MARGINS_NOTE_2 = ('bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
+                   'agreement)')
+_MARGINS_NOTE_3 = ('bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on the '
+                   'claim)')
+_MARGINS_SCALE_4 = 'always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not trained)'
+_MARGINS_MARGIN_5 = ("ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
+                     'change; the paper gives no margin, so this part can agree, never differ')
+_MARGINS_SCALE_6 = 'stands in for the whole claim at profiles that do not train it'
+_MARGINS_QUANTITY_7 = ('linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
+                       'diverged)')
+_MARGINS_SCALE_8 = ('gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
+                    'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
+                    'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test only). '
+                    "A Comparison can say differ only where the paper's effect for the dataset's column is "
+                    "detectable at the seeds' spread and the headroom exceeds it")
+_MARGINS_QUANTITY_9 = ("transfer top-1 (%): linear probe of the frozen source backbone on the target's test "
+                       'split, paired over seeds (chance where the source diverged)')
+_MARGINS_SCALE_10 = ('gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
+                     'Tiny-ImageNet ↔ STL-10, 200 epochs); smoke/cpu-defined pairs of digit halves have no '
+                     'paper column (effect None: never differ); cpu does not train it')
+_MARGINS_QUANTITY_11 = ('top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
+                        'profile), paired over seeds (chance where a run diverged)')
+_MARGINS_SCALE_12 = ('cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, 1.5, '
+                     '2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can agree, never '
+                     'differ')
+_MARGINS_NOTE_13 = "side 'both'; matched no label at smoke/cpu/cpu-long (gpu and paper grids only)"
 _claims(
     Claim('margins.thm41', where='Theorem 4.1 (Eq. 6), proof in App. A.1',
           sentence='The margins $(m_1, m_2)$ scale the gradient with respect to an angle $\\theta_{ij}$ by '
@@ -3354,8 +3193,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
+                 scale=_MARGINS_SCALE_1,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       'the claim); {} is the share of well-conditioned cases'),
             Part("angle level: Thm. 4.1's product vs autograd ∂L/∂θ: max error scaled by the terms, every case",
@@ -3365,10 +3203,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
-                      'agreement)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_2),
             Part('embedding level: through ∇θ vs autograd ∂L/∂zᵢ: max rel. err over the {} of cases with κ ≤ '
                  '1e+06',
                  'decides', ('Check',),
@@ -3379,8 +3215,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
+                 scale=_MARGINS_SCALE_1,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       'the claim); an extension of ours (the paper states the angle level only)'),
             Part('embedding level: through ∇θ vs autograd ∂L/∂zᵢ: max error scaled by the terms, every case',
@@ -3390,10 +3225,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
-                      'agreement)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_2),
           )),
     Claim('margins.lemma42', where='Lemma 4.2, proof in App. A.2 (Eqs. 18-27)',
           sentence='If $\\beta$ equals one and $p_{ij}$ is either zero or one, $(p_{ij} - \\beta q_{ij}) / '
@@ -3416,8 +3249,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
+                 scale=_MARGINS_SCALE_1,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); Check(fails='corrected'): a failure marks the statement corrected, never "
                       'differ'),
@@ -3430,10 +3262,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
-                      'the claim)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_3),
             Part('Σexp(δ̃)/Σexp(δ) vs the autograd ratio, every entry: max error scaled by the terms, every '
                  'case',
                  'decides', ('Check',),
@@ -3442,10 +3272,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
-                      'agreement)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_2),
             Part('the last form with q̃ (proof Eq. 26): max rel. err over the {} of cases with κ ≤ 1e+06',
                  'decides', ('Check',),
                  quantity="max relative error of the proof's Eq. 26 (with q̃_il) against the autograd ratio",
@@ -3453,10 +3281,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
-                      'the claim)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_3),
             Part('the last form with q̃ (proof Eq. 26): max error scaled by the terms, every case',
                  'decides', ('Check',),
                  quantity='relative error over κ, every case',
@@ -3464,10 +3290,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
-                      'agreement)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_2),
           )),
     Claim('margins.lemma43', where='Lemma 4.3 (Eq. 7), proof in App. A.3 (Eqs. 28-44)',
           sentence='If $\\beta$ is 1 and $p_{ij}$ is either zero or one, $\\partial \\mathcal{L}_i / '
@@ -3485,10 +3309,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
-                      'the claim)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_3),
             Part('1/(1 − (1 − η)q̃ₗ) vs the autograd ratio, every entry: max error scaled by the terms, '
                  'every case',
                  'decides', ('Check',),
@@ -3497,10 +3319,8 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
-                 note='bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
-                      'agreement)'),
+                 scale=_MARGINS_SCALE_1,
+                 note=_MARGINS_NOTE_2),
           )),
     Claim('margins.lemma44', where='Lemma 4.4, proof in App. A.4 (Eqs. 45-47)',
           sentence='As $m_2$ approaches infinity and $\\beta$ is 1, $\\lim_{m_2 \\rightarrow \\infty} '
@@ -3516,8 +3336,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
+                 scale=_MARGINS_SCALE_1,
                  note='Check.flag (agree/differ); monotonicity is a condition of ours, the lemma states only '
                       'the limit'),
             Part('max rel. gap at m₂ = 64', 'decides', ('Check',),
@@ -3526,8 +3345,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale="always: a closed form against torch.autograd in float64 (section 1's sweep; smoke "
-                       'runs fewer cases, cpu and above the full sweep, = cpu at gpu/paper)',
+                 scale=_MARGINS_SCALE_1,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       'the claim); m₂ grid fixed in the notebook cell, the same at every profile'),
           )),
@@ -3545,8 +3363,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); holds → 'rebuilt'"),
             Part('positive: (1 − q⁺)·sin θ⁺/τ falls as q⁺ → 1, at every θ⁺', 'decides', ('Check',),
@@ -3555,8 +3372,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt', fails → 'differ'"),
             Part('negative: q⁻·sin θ⁻/τ falls as q⁻ → 0, at every θ⁻', 'decides', ('Check',),
                  quantity='sign of the step in q of the negative map',
@@ -3564,8 +3380,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'"),
           )),
     Claim('margins.fig2', where='Figure 2 and §4.1',
@@ -3593,8 +3408,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); a guard of the map's code, holds → 'rebuilt'"),
             Part('sin(θ⁺+m₁)/sin θ⁺ falls as θ⁺ widens', 'decides', ('Check',),
@@ -3603,8 +3417,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'"),
             Part('the ratio peaks at θ⁺ = (π − m₁)/2 (± 2 grid steps) in every q̃⁺ row', 'decides', ('Check',),
                  quantity='argmax over θ⁺ of the ratio, per q̃⁺ row with q̃⁺ ≥ 0.05',
@@ -3612,8 +3425,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'"),
             Part('the ratio rises as q̃⁺ → 1 at every θ⁺ < π − m₁/2 − 0.05', 'decides', ('Check',),
                  quantity='sign of the step in q̃⁺ of the ratio',
@@ -3621,8 +3433,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'; the region right of the green line is excluded"),
             Part('the ratio is 1 on θ⁺ = π − m₁/2 (> 1 left of it, < 1 right of it)', 'decides', ('Check',),
                  quantity="the ratio's side of 1 on each side of θ⁺ = π − m₁/2 (one grid step spared)",
@@ -3630,8 +3441,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'"),
           )),
     Claim('margins.fig8', where='Figure 8 and App. B',
@@ -3651,8 +3461,7 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); holds → 'rebuilt'"),
             Part('ratio 1 on θ⁺ = π − m₁/2, > 1 left of it, < 1 right of it (every panel)',
@@ -3662,8 +3471,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'"),
             Part('centre of emphasis at θ⁺ = (π − m₁)/2 ± 2 grid steps (every panel and q̃⁺ row), so it '
                  'lowers as m₁ grows',
@@ -3673,8 +3481,7 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale='always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not '
-                       'trained)',
+                 scale=_MARGINS_SCALE_4,
                  note="Check.flag, holds → 'rebuilt'"),
           )),
     Claim('margins.table1', where='Table 1 and §5.5',
@@ -3692,8 +3499,7 @@ _claims(
                           'against α = 0, per dataset',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
                  scale='gpu, paper (cpu: not trained); smoke is a code test. TOST with a margin of ours: can '
                        'agree, never differ',
                  note="side 'upper' (gain < 1 point); EFFECTS registers Table 1's largest |α − α 0| per "
@@ -3703,8 +3509,7 @@ _claims(
                  compares='each type and α > 0 against α = 0, per dataset',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
                  scale='gpu, paper (cpu: not trained); smoke is a code test. TOST with a margin of ours: can '
                        'agree, never differ',
                  note="side 'upper'"),
@@ -3714,7 +3519,7 @@ _claims(
                  direction='within',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table1 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -3738,165 +3543,108 @@ _claims(
             ),
           parts=(
             Part('{}: MoCo v3 + pos − MoCo v3 (lr ×1)', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="MoCo v3 + pos. (Table 6's s for the dataset's column) against MoCo v3, both at "
                           "the paper's rate",
                  direction='more',
                  effect="EFFECTS: <column>: MoCo v3 + pos − MoCo v3 (column = the dataset's role "
                         "C-10/C-100/STL/TIN; the digits take C-10's)",
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: MoCo v3 + pos&curv − MoCo v3 (lr ×1)', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="MoCo v3 + pos. & curv. (Table 7's s, c) against MoCo v3, both at the paper's rate",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − MoCo v3',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: MoCo v3 + margins − MoCo v3', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="MoCo v3 + margins (Table 5's m₁, m₂) against MoCo v3",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + margins − MoCo v3',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: MoCo v3 + ratio − MoCo v3', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="MoCo v3 + ratio (Table 8's m₁) against MoCo v3",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + ratio − MoCo v3',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: MoCo v3 + pos − + margins', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares='MoCo v3 + pos. against MoCo v3 + margins',
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos − + margins',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: MoCo v3 + pos − + ratio', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares='MoCo v3 + pos. against MoCo v3 + ratio',
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos − + ratio',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: SimCLR + margins − SimCLR', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares='SimCLR + margins against SimCLR',
                  direction='more',
                  effect='EFFECTS: <column>: SimCLR + margins − SimCLR',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: SimCLR + ratio − SimCLR', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares='SimCLR + ratio against SimCLR',
                  direction='more',
                  effect='EFFECTS: <column>: SimCLR + ratio − SimCLR',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('{}: SimCLR + pos − SimCLR', 'decides', ('Equivalence',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="SimCLR + pos. (Table 6's s) against SimCLR",
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
                  scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
                        'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds; TOST with a '
                        'margin of ours: can agree, never differ',
                  note="side 'upper' (gain < 1 point): can agree, never differ"),
             Part('{}: BYOL + curv − BYOL', 'decides', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="BYOL + curv. (Table 7's c) against BYOL",
                  direction='more',
                  effect='EFFECTS: <column>: BYOL + curv − BYOL',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it"),
+                 scale=_MARGINS_SCALE_8),
             Part('margins.table2: not trained at the {} scale', 'decides', ('Untested',),
                  quantity="placeholder for every part of margins.table2: linear-probe gains of Table 2's rows",
                  compares='nothing (no runs at this profile)',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table2 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
             Part('{}: MoCo v3 + pos − MoCo v3 (lr ×{})', 'control', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="MoCo v3 + pos. at the paper's rate against MoCo v3 at another rate of our lr grid "
                           '(m_lr_factors 1,5: ×5)',
                  direction='shown',
                  effect='EFFECTS: <column>: MoCo v3 + pos − MoCo v3 (passed to the control; Shown never '
                         'decides)',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it",
+                 scale=_MARGINS_SCALE_8,
                  note='Shown: printed beside the claim, never deciding'),
             Part('{}: MoCo v3 + pos&curv − MoCo v3 (lr ×{})', 'control', ('Comparison',),
-                 quantity='linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                          'diverged)',
+                 quantity=_MARGINS_QUANTITY_7,
                  compares="MoCo v3 + pos. & curv. at the paper's rate against MoCo v3 at another rate of our "
                           'grid',
                  direction='shown',
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − MoCo v3 (passed to the control)',
                  margin=None,
-                 scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                       'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                       'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test '
-                       "only). A Comparison can say differ only where the paper's effect for the dataset's "
-                       "column is detectable at the seeds' spread and the headroom exceeds it",
+                 scale=_MARGINS_SCALE_8,
                  note='Shown: never deciding'),
           )),
     Claim('margins.table3', where='Table 3 and §5.6',
@@ -3912,43 +3660,34 @@ _claims(
             ),
           parts=(
             Part('{}: MoCo v3 + pos − MoCo v3', 'decides', ('Comparison',),
-                 quantity="transfer top-1 (%): linear probe of the frozen source backbone on the target's "
-                          'test split, paired over seeds (chance where the source diverged)',
+                 quantity=_MARGINS_QUANTITY_9,
                  compares="MoCo v3 + pos. against MoCo v3, per transfer pair (source's Table 6 s)",
                  direction='more',
                  effect='EFFECTS: <pair column>: MoCo v3 + pos − MoCo v3 where the pair is a paper column '
                         "(C-100 → C-10, …); null for the digits' halves",
                  margin=None,
-                 scale='gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
-                       'Tiny-ImageNet ↔ STL-10, 200 epochs); smoke/cpu-defined pairs of digit halves have no '
-                       'paper column (effect None: never differ); cpu does not train it'),
+                 scale=_MARGINS_SCALE_10),
             Part('{}: MoCo v3 + ratio − MoCo v3', 'decides', ('Comparison',),
-                 quantity="transfer top-1 (%): linear probe of the frozen source backbone on the target's "
-                          'test split, paired over seeds (chance where the source diverged)',
+                 quantity=_MARGINS_QUANTITY_9,
                  compares='MoCo v3 + ratio against MoCo v3, per pair',
                  direction='more',
                  effect='EFFECTS: <pair column>: MoCo v3 + ratio − MoCo v3, or null',
                  margin=None,
-                 scale='gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
-                       'Tiny-ImageNet ↔ STL-10, 200 epochs); smoke/cpu-defined pairs of digit halves have no '
-                       'paper column (effect None: never differ); cpu does not train it'),
+                 scale=_MARGINS_SCALE_10),
             Part('{}: SimCLR + ratio − SimCLR', 'decides', ('Comparison',),
-                 quantity="transfer top-1 (%): linear probe of the frozen source backbone on the target's "
-                          'test split, paired over seeds (chance where the source diverged)',
+                 quantity=_MARGINS_QUANTITY_9,
                  compares='SimCLR + ratio against SimCLR, per pair',
                  direction='more',
                  effect='EFFECTS: <pair column>: SimCLR + ratio − SimCLR, or null',
                  margin=None,
-                 scale='gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
-                       'Tiny-ImageNet ↔ STL-10, 200 epochs); smoke/cpu-defined pairs of digit halves have no '
-                       'paper column (effect None: never differ); cpu does not train it'),
+                 scale=_MARGINS_SCALE_10),
             Part('margins.table3: not trained at the {} scale', 'decides', ('Untested',),
                  quantity='placeholder for every part of margins.table3: transfer gains of Table 3',
                  compares='nothing (no runs at this profile)',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table3 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -3982,7 +3721,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table4 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -4001,8 +3740,7 @@ _claims(
             ),
           parts=(
             Part("MoCo v3 rises: s 20 − s 1, at the paper's rate", 'decides', ('Comparison',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares="MoCo v3 at s = 20 against s = 1, both at the paper's lr",
                  direction='more',
                  effect='EFFECTS: MoCo v3 s 20 − s 1 (1.25, Table 2 CIFAR-10 + pos. − MoCo; Fig. 3 is figure '
@@ -4011,8 +3749,7 @@ _claims(
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test'),
             Part('MoCo v3 falls: s 20 − s {}', 'decides', ('Comparison',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='MoCo v3 at s = 20 against each larger s of the grid (gpu, paper: 160)',
                  direction='more',
                  effect='EFFECTS: MoCo v3 s 20 − a larger s (value None: figure only, never differ)',
@@ -4038,14 +3775,12 @@ _claims(
                  scale="no profile: every profile's grid has s 1 and 20",
                  note='matched no label: produced only with a custom s_values lacking 1 or 20'),
             Part('SimCLR flat: s {} − s 1', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='SimCLR at each s > 1 of its grid (smoke, cpu 2.5; gpu, paper 1.125, 2.5) against '
                           's = 1',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test; TOST '
                        'with a margin of ours: can agree, never differ',
@@ -4060,8 +3795,7 @@ _claims(
                  note="matched no label: every profile's s_values_simclr has an s above 1"),
             Part('MoCo v3: s 20 (lr ×1) − s 1 (lr ×{}), the baseline at another rate',
                  'control', ('Comparison',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares="MoCo v3 s = 20 at the paper's rate against s = 1 at another rate of our grid (×5)",
                  direction='shown',
                  effect='EFFECTS: MoCo v3 s 20 − s 1 (passed to the control; Shown never decides)',
@@ -4104,7 +3838,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.fig4 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -4118,8 +3852,7 @@ _claims(
             ),
           parts=(
             Part('{}: c 0.333 − no curvature', 'decides', ('Comparison',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares="each method at s = 1 with the grid's smallest c (1/3) against no curvature",
                  direction='less',
                  effect='EFFECTS: smallest c − no curvature (value None: figure only, never differ)',
@@ -4127,77 +3860,53 @@ _claims(
                  scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
                        '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test'),
             Part('{}: c 0.5 − no curvature', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 0.5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
-                 scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can '
-                       'agree, never differ',
-                 note="side 'both'; matched no label at smoke/cpu/cpu-long (gpu and paper grids only)"),
+                 margin=_MARGINS_MARGIN_5,
+                 scale=_MARGINS_SCALE_12,
+                 note=_MARGINS_NOTE_13),
             Part('{}: c 0.7 − no curvature', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 0.7 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
-                 scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can '
-                       'agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
+                 scale=_MARGINS_SCALE_12,
                  note="side 'both'"),
             Part('{}: c 1 − no curvature', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 1 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
-                 scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can '
-                       'agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
+                 scale=_MARGINS_SCALE_12,
                  note="side 'both'"),
             Part('{}: c 1.5 − no curvature', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 1.5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
-                 scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can '
-                       'agree, never differ',
+                 margin=_MARGINS_MARGIN_5,
+                 scale=_MARGINS_SCALE_12,
                  note="side 'both'"),
             Part('{}: c 2.5 − no curvature', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 2.5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
-                 scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can '
-                       'agree, never differ',
-                 note="side 'both'; matched no label at smoke/cpu/cpu-long (gpu and paper grids only)"),
+                 margin=_MARGINS_MARGIN_5,
+                 scale=_MARGINS_SCALE_12,
+                 note=_MARGINS_NOTE_13),
             Part('{}: c 5 − no curvature', 'decides', ('Equivalence',),
-                 quantity='top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                          'profile), paired over seeds (chance where a run diverged)',
+                 quantity=_MARGINS_QUANTITY_11,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin="ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
-                        'change; the paper gives no margin, so this part can agree, never differ',
-                 scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can '
-                       'agree, never differ',
-                 note="side 'both'; matched no label at smoke/cpu/cpu-long (gpu and paper grids only)"),
+                 margin=_MARGINS_MARGIN_5,
+                 scale=_MARGINS_SCALE_12,
+                 note=_MARGINS_NOTE_13),
             Part('negligible for larger c: not tested, the grid has only c 0.333', 'decides', ('Untested',),
                  quantity='placeholder for the within-one-point parts',
                  compares='nothing: one c in the grid',
@@ -4256,7 +3965,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.fig6 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -4302,7 +4011,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale='stands in for the whole claim at profiles that do not train it',
+                 scale=_MARGINS_SCALE_6,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.fig7 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
