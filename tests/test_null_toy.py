@@ -273,7 +273,10 @@ def _thm55(rng, vrns=True):
 @pytest.mark.parametrize('vrns', [True, False])
 def test_thm55_variances_that_do_not_fall_with_the_batch(vrns):
     rates = null_rates(lambda rng: T.judge_lee_thm55(_thm55(rng, vrns)), DRAWS)
-    check_null(f'lee.thm55, Var[s_neg] flat in m{"" if vrns else " (L_VRNS still lowers it)"}', rates, DRAWS, agree=True)
+    # blind: the slopes have no number in the paper (a figure), and s_pos = 1 is held to our optimizer's tolerance
+    check_blind(f'lee.thm55, Var[s_neg] flat in m{"" if vrns else " (L_VRNS still lowers it)"}', rates,
+                "the paper gives no effect for the slopes (a figure) and s_pos = 1's bound is ours")
+    assert rates['agree'] <= null_limit(DRAWS), rates
 
 
 def _fig3(rng):
@@ -300,7 +303,9 @@ def _fig11(rng):
 
 def test_fig11_collapse_that_does_not_rise_with_depth():
     rates = null_rates(lambda rng: T.judge_directclr_fig11(_fig11(rng)), DRAWS)
-    check_null('directclr.fig11, counts flat in depth', rates, DRAWS, agree=True)
+    check_blind('directclr.fig11, counts flat in depth', rates,
+                "the paper gives no effect per added layer (a figure) and a collapsed dimension is our cut-off")
+    assert rates['agree'] <= null_limit(DRAWS), rates
 
 
 def _never(judge, make, what, draws=50):   # a 'never' over random inputs: no rate to estimate

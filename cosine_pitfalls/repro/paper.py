@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 # %% auto #0
 __all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'CITATIONS', 'PAPER', 'EFFECTS', 'SERIES', 'PART_ROLES', 'PART_KINDS',
-           'PART_DIRECTIONS', 'CLAIMS', 'Notebook', 'Section', 'Citation', 'PaperResult', 'section_ids', 'notebook_of',
-           'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of', 'PaperSeries', 'paper_series',
-           'Part', 'Claim', 'claim_part']
+           'PART_DIRECTIONS', 'BOUND_SOURCES', 'CLAIMS', 'Notebook', 'Section', 'Citation', 'PaperResult',
+           'section_ids', 'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of',
+           'PaperSeries', 'paper_series', 'Part', 'Claim', 'claim_part']
 
 # %% ../../nbs/repro/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
@@ -741,6 +741,7 @@ def paper_series(id: str,                 # result ID
 PART_ROLES = ('decides', 'control')
 PART_KINDS = ('Comparison', 'Equivalence', 'Check', 'SeedChecks', 'Untested')   # the rule's part classes
 PART_DIRECTIONS = ('more', 'less', 'within', 'holds', 'at most', 'at least', 'equal', 'shown')
+BOUND_SOURCES = ('paper', 'ours', 'numerical')   # whose a margin or a check's bound is (`Part.margin`)
 
 @dataclass(frozen=True)
 class Part:
@@ -752,7 +753,10 @@ class Part:
     compares: str       # the two settings compared (or the bound a check holds to)
     direction: str      # `PART_DIRECTIONS`: what the paper says of it
     effect: str | None  # 'EFFECTS: <part(s)>' (registered `PaperEffect`s: what the gate reads), 'paper: …', or None
-    margin: str | None  # an equivalence's margin and whose it is: 'paper: …' or 'ours: because …'; None
+    margin: str | None  # an equivalence's margin, or a check's bound, and whose it is (`BOUND_SOURCES`); None
+                        # for a comparison. 'paper: …' (the paper's number or statement), 'ours: because …' (a
+                        # threshold of ours: it can never make a differ), 'numerical: …' (float rounding or a grid's
+                        # step on an exact statement of the paper: a miss beyond it refutes the statement)
     scale: str          # when it is testable (steps, seeds, what the paper's effect needs)
     note: str = ''
 
@@ -785,8 +789,11 @@ def _claims(*claims: Claim):
                 p.direction not in PART_DIRECTIONS))
             if p.effect and p.effect.startswith('EFFECTS: ') and not any(i == c.id for i, _ in EFFECTS):
                 bad.append(f'effect {p.effect!r} names the registry, but {c.id} has no registered PaperEffect')
-            if p.margin and p.margin.split(':')[0] not in ('paper', 'ours'):
-                bad.append(f"margin {p.margin!r} must say whose it is ('paper: …' or 'ours: because …')")
+            if p.margin and p.margin.split(':')[0] not in BOUND_SOURCES:
+                bad.append(f"margin {p.margin!r} must say whose it is ('paper: …', 'ours: because …' or 'numerical: …')")
+            if set(p.kinds) & {'Check', 'SeedChecks'} and not p.margin:
+                bad.append("a check's bound must say whose it is (margin 'paper: …', 'ours: because …' or "
+                           "'numerical: …')")
             if bad: raise ValueError(f"claim {c.id} / part {p.pattern!r}: " + '; '.join(bad))
         CLAIMS[c.id] = c
 
@@ -794,14 +801,21 @@ def claim_part(id: str,     # result ID
                label: str,  # the label a judge gave one part
                role: str,   # 'decides' (a part of the judgement) or 'control' (a Shown)
                kind: str,   # the part's class, e.g. 'Comparison'
+               fails: str | None = None,  # a check's verdict where it misses its bound ('differ', 'corrected', …)
               ) -> Part:
-    "The registered part a judged part is: exactly one pattern of its ID with its role and class, else a ValueError."
+    """The registered part a judged part is: exactly one pattern of its ID with its role and class, else a ValueError;
+    a check whose registered bound is ours may not fail as `differ` (a threshold of ours cannot refute the paper)."""
     c = CLAIMS.get(check_ids([id])[0])
     if c is None: raise ValueError(f"{id} has no registered claim (paper.CLAIMS)")
     # a part may be registered in both roles (it decides on runs long enough for it, and is shown on shorter ones):
     # its role is then the scale's, as the part's `scale` says
     hits = [p for p in c.parts if p.role == role and p.matches(label)]
-    if len(hits) == 1 and kind in hits[0].kinds: return hits[0]
+    if len(hits) == 1 and kind in hits[0].kinds:
+        if fails == 'differ' and (hits[0].margin or '').startswith('ours'):
+            raise ValueError(f"{id}: the part {label!r} checks a bound of ours ({hits[0].margin}); a threshold of ours "
+                             f"cannot make a differ: build it with fails='inconclusive' (or 'corrected' for a printed "
+                             f"form)")
+        return hits[0]
     other = [p for p in c.parts if p.role != role and p.matches(label)]
     known = '; '.join(f'{p.pattern!r} ({p.role}: {", ".join(p.kinds)})' for p in c.parts)
     why = (f'matches {len(hits)} patterns' if len(hits) > 1 else
@@ -812,23 +826,25 @@ def claim_part(id: str,     # result ID
 # %% ../../nbs/repro/00_paper.ipynb #e981b576
 # claims: pitfalls (each registered from the paper's own sentence, before any run is read)
 # texts its parts share
-_PITFALLS_SCALE_1 = ('always: a deterministic float64 check against torch.autograd / exact algebra, at every '
+_PITFALLS_MARGIN_1 = ('numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 rounding '
+                      '(ε·κ ≤ 1.1e-10 where κ ≤ 1e6), so a miss beyond it refutes the statement')
+_PITFALLS_SCALE_2 = ('always: a deterministic float64 check against torch.autograd / exact algebra, at every '
                      'profile (smoke: fewer dims and cases)')
-_PITFALLS_SCALE_2 = ('a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds (smoke '
+_PITFALLS_SCALE_3 = ('a deterministic simulation (every profile); the parts over seeds need ≥ 2 seeds (smoke '
                      'has 1 seed: one-seed tests are untestable; cpu/gpu 2, paper 3), the grid ρ ∈ [1, 10] × '
                      'φ ∈ [π/8, 7π/8]')
-_PITFALLS_SCALE_3 = ('runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
+_PITFALLS_SCALE_4 = ('runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
                      'paper; smoke (2 steps) and cpu (220 steps) make it Untested')
-_PITFALLS_SCALE_4 = "runs that reach the paper's epoch 16 in images (paper profile only)"
-_PITFALLS_SCALE_5 = "the cpu profile does not train it (profile 'untested'): one Untested part"
-_PITFALLS_NOTE_6 = 'cpu only (labels_cpu); smoke, gpu and paper train it'
-_PITFALLS_QUANTITY_7 = 'final kNN top-1, per-seed mean over the λ columns'
-_PITFALLS_SCALE_8 = ("≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
+_PITFALLS_SCALE_5 = "runs that reach the paper's epoch 16 in images (paper profile only)"
+_PITFALLS_SCALE_6 = "the cpu profile does not train it (profile 'untested'): one Untested part"
+_PITFALLS_NOTE_7 = 'cpu only (labels_cpu); smoke, gpu and paper train it'
+_PITFALLS_QUANTITY_8 = 'final kNN top-1, per-seed mean over the λ columns'
+_PITFALLS_SCALE_9 = ("≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
                      'paper); smoke (one λ): no effect, cannot differ; cpu untested')
-_PITFALLS_SCALE_9 = '≥ 2 seeds; no paper effect (curves only): can agree, never differ'
-_PITFALLS_NOTE_10 = ('EFFECTS registers this part with value None (a figure without numbers): it can agree, '
+_PITFALLS_SCALE_10 = '≥ 2 seeds; no paper effect (curves only): can agree, never differ'
+_PITFALLS_NOTE_11 = ('EFFECTS registers this part with value None (a figure without numbers): it can agree, '
                      'never differ')
-_PITFALLS_SCALE_11 = '≥ 2 seeds; no paper effect: can agree, never differ'
+_PITFALLS_SCALE_12 = '≥ 2 seeds; no paper effect: can agree, never differ'
 _claims(
     Claim('pitfalls.prop1', where='Proposition 1 (§3), proof in A.1',
           sentence='Let  $\\phi_{ij}$  be the angle between  $z_i$  and  $z_j$ . Then the gradient of  '
@@ -843,9 +859,8 @@ _claims(
                           'generic, near π, φ = 1e-10) × log-uniform norms 1e-3..1e3',
                  direction='at most',
                  effect=None,
-                 margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
-                        "1e-8 (a Check's bound; fails='differ')",
-                 scale=_PITFALLS_SCALE_1,
+                 margin=_PITFALLS_MARGIN_1,
+                 scale=_PITFALLS_SCALE_2,
                  note='{} is the share of cases with κ ≤ 1e6 (75 % at smoke); the rest answer only to the '
                       'scaled-error part'),
             Part('Prop. 1 vs autograd: max error scaled by the terms, every case', 'decides', ('Check',),
@@ -854,8 +869,9 @@ _claims(
                  compares='the printed closed form against torch.autograd, every case',
                  direction='at most',
                  effect=None,
-                 margin="ours: SCALED_TOL = 1e-12 (a Check's bound; fails='differ')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin='numerical: the statement is an identity; SCALED_TOL = 1e-12 bounds float64 rounding '
+                        'of the summed terms, so a miss beyond it refutes the statement',
+                 scale=_PITFALLS_SCALE_2),
             Part('‖∇‖ = sin φ/‖zᵢ‖ and ẑᵢ·∇/‖∇‖ = 0: max rel. err (κ ≤ 1e6)', 'decides', ('Check',),
                  quantity='max of the relative error of ‖∇‖ against sin φ/‖zᵢ‖ and of |ẑᵢ·∇|/‖∇‖ '
                           '(orthogonality), κ ≤ 1e6',
@@ -863,9 +879,8 @@ _claims(
                           'and zᵢ',
                  direction='at most',
                  effect=None,
-                 margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
-                        "1e-8 (a Check's bound; fails='differ')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin=_PITFALLS_MARGIN_1,
+                 scale=_PITFALLS_SCALE_2),
           )),
     Claim('pitfalls.cor2', where='Corollary 2 (§3), proof in A.2',
           sentence="Let  $z_i$  and  $z_j$  be positive embeddings with angle  $\\phi_{ij}$ . Let  $z'_i$  "
@@ -884,15 +899,16 @@ _claims(
                           'over dims × angle regimes',
                  direction='at most',
                  effect=None,
-                 margin="ours: TOL = 1e-8 (holds='rebuilt', fails='differ')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin=_PITFALLS_MARGIN_1,
+                 scale=_PITFALLS_SCALE_2),
             Part('smallest change ‖z′‖² − ‖z‖², in rounding units ε‖z‖²', 'decides', ('Check',),
                  quantity='min over cases of (‖z′‖² − ‖z‖²)/(ε_mach‖z‖²)',
                  compares='the squared norm after one step against before',
                  direction='at least',
                  effect=None,
-                 margin="ours: −4 rounding units (float64 rounding of ‖z‖²; holds='rebuilt', fails='differ')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin='numerical: the statement is an identity; its bound (−4 rounding units ε‖z‖² of '
+                        '‖z‖²) is float64 rounding, so a miss beyond it refutes the statement',
+                 scale=_PITFALLS_SCALE_2),
           )),
     Claim('pitfalls.thm3', where='Theorem 3 and Eq. 2 (§3); its value in the proof, A.3',
           sentence="Let  $z'_i = z_i + \\frac{\\gamma}{\\rho}(z_j)_{\\perp z_i}$  and  $z'_j = z_j + "
@@ -918,25 +934,28 @@ _claims(
                           'embeddings (φ ∈ [0.05, π−0.05], ρ ∈ {1e-2, 1, 1e2}, g ∈ {1e-3, 0.1, 1, 10})',
                  direction='at most',
                  effect=None,
-                 margin="ours: TOL = 1e-8 (fails='corrected')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin='numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 '
+                        'rounding (relative to 2g sin²φ), so a miss beyond it refutes the statement; it '
+                        "fails as 'corrected'",
+                 scale=_PITFALLS_SCALE_2),
             Part('printed Eq. 2, increment < 2g sin²φ: cells where the simulated step exceeds it',
                  'decides', ('Check',),
                  quantity='number of (dim, φ, ρ, g) cells where the simulated increment ≥ 2γ sin²φ/ρ²',
                  compares="the simulated increment against Eq. 2's bound in every cell",
                  direction='at most',
                  effect=None,
-                 margin='ours: because the printed Eq. 2 is checked cell by cell, a count of cells against 0 '
-                        "(fails as 'corrected')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin="paper: Eq. 2's own bound, cell by cell: a count of cells against 0 (fails as "
+                        "'corrected')",
+                 scale=_PITFALLS_SCALE_2),
             Part('our exact 2g sin²φ(1 − g cos φ)/(1 + g² sin²φ) vs the simulated step: max err / 2g sin²φ',
                  'decides', ('Check',),
                  quantity='max |our exact increment − simulated| / (2g sin²φ)',
                  compares='our derived closed form against the simulated step',
                  direction='at most',
                  effect=None,
-                 margin='ours: because float64 rounding stays far below 1e-9',
-                 scale=_PITFALLS_SCALE_1,
+                 margin='numerical: float64 rounding stays far below 1e-9; the form is ours, so it fails as '
+                        "'inconclusive'",
+                 scale=_PITFALLS_SCALE_2,
                  note='a check of our own derivation: failing, it makes our account wrong, not the paper '
                       '(fails as inconclusive, never differ)'),
             Part('Eq. 2 fails exactly in the obtuse cells with g < |cos φ|/sin²φ', 'decides', ('Check',),
@@ -945,8 +964,9 @@ _claims(
                  compares='the failure set of Eq. 2 against our prediction',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_PITFALLS_SCALE_1,
+                 margin='ours: because the cells where Eq. 2 fails are our derivation: it fails as '
+                        "'inconclusive'",
+                 scale=_PITFALLS_SCALE_2,
                  note='a yes/no flag of ours; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('the quadratic slow-down: increment ≤ 2g sin²φ(1 + g) in every cell', 'decides', ('Check',),
@@ -954,8 +974,8 @@ _claims(
                  compares='the simulated increment against our replacement bound',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_PITFALLS_SCALE_1,
+                 margin="ours: because the bound 2g sin²φ(1 + g) is our derivation: it fails as 'inconclusive'",
+                 scale=_PITFALLS_SCALE_2,
                  note="a bound of ours standing for the paper's 'quadratic slowdown'; a check of our own "
                       'derivation: failing, it makes our account wrong, not the paper (fails as '
                       'inconclusive, never differ)'),
@@ -978,8 +998,10 @@ _claims(
                           'regimes, 8 negatives, norms 1e-3..1e3',
                  direction='at most',
                  effect=None,
-                 margin="ours: TOL = 1e-8 (fails='corrected')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin='numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 '
+                        'rounding (ε·κ ≤ 1.1e-10 where κ ≤ 1e6), so a miss beyond it refutes the statement; '
+                        "it fails as 'corrected'",
+                 scale=_PITFALLS_SCALE_2),
             Part('our form (− before the sum) vs autograd: max rel. err over the {} of cases with κ ≤ 1e+06',
                  'decides', ('Check',),
                  quantity='max relative error of our corrected form −(1/(τ‖zᵢ‖))[(ẑⱼ)_⊥ − Σₖ pₖ(ẑₖ)_⊥] '
@@ -987,9 +1009,10 @@ _claims(
                  compares='our corrected form against torch.autograd',
                  direction='at most',
                  effect=None,
-                 margin='ours: because float64 rounding ε·κ ≤ 1.1e-10 where κ ≤ 1e6 stays ≥ 90× below TOL = '
-                        '1e-8',
-                 scale=_PITFALLS_SCALE_1,
+                 margin='numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 '
+                        'rounding (ε·κ ≤ 1.1e-10 where κ ≤ 1e6), so a miss beyond it refutes the statement; '
+                        "the form is ours, so it fails as 'inconclusive'",
+                 scale=_PITFALLS_SCALE_2,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
             Part('our form (− before the sum) vs autograd: max error scaled by the terms, every case',
@@ -998,8 +1021,10 @@ _claims(
                  compares='our corrected form against torch.autograd',
                  direction='at most',
                  effect=None,
-                 margin='ours: because SCALED_TOL = 1e-12 bounds float64 rounding of the summed terms',
-                 scale=_PITFALLS_SCALE_1,
+                 margin='numerical: the statement is an identity; SCALED_TOL = 1e-12 bounds float64 rounding '
+                        'of the summed terms, so a miss beyond it refutes the statement; the form is ours, '
+                        "so it fails as 'inconclusive'",
+                 scale=_PITFALLS_SCALE_2,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
           )),
@@ -1016,14 +1041,16 @@ _claims(
                  direction='at most',
                  effect=None,
                  margin="paper: the bound itself (0 on the log scale); 'near' within a factor 5, ours",
-                 scale=_PITFALLS_SCALE_1),
+                 scale=_PITFALLS_SCALE_2),
             Part('Monte Carlo ≤ bound + 5σ: max (MC − bound)/σ over (d, ε)', 'decides', ('Check',),
                  quantity='max over the grid of (Monte-Carlo share − bound)/binomial σ',
                  compares='literal Gaussian pairs against Eq. 5',
                  direction='at most',
                  effect=None,
-                 margin="ours: 5 binomial σ (holds='rebuilt', fails='differ')",
-                 scale=_PITFALLS_SCALE_1),
+                 margin='ours: because 5 binomial σ is the Monte Carlo tolerance we chose (the paper gives '
+                        'no number for it): the part can agree, be corrected or be inconclusive, never '
+                        'differ',
+                 scale=_PITFALLS_SCALE_2),
           )),
     Claim('pitfalls.fig2', where='Figure 2 and its text (§3)',
           sentence='Namely, we apply the gradients in Prop. 1 until the mean cosine similarity exceeds '
@@ -1047,8 +1074,8 @@ _claims(
                  compares='our α_φ against the exponent 2 of a law quadratic in φ',
                  direction='at most',
                  effect=None,
-                 margin="ours: EXPONENT_MARGIN = 0.3 (fails='corrected')",
-                 scale=_PITFALLS_SCALE_2),
+                 margin="ours: EXPONENT_MARGIN = 0.3 (fails as 'corrected')",
+                 scale=_PITFALLS_SCALE_3),
             Part('norm: α_ρ − 2', 'decides', ('Equivalence',),
                  quantity="per-seed log-log slope of steps on ρ, minus our law's α_ρ (= 2)",
                  compares='α_ρ against 2 (quadratic in the norm) by TOST over seeds',
@@ -1056,7 +1083,7 @@ _claims(
                  effect=None,
                  margin="ours: because Equivalence source default 'ours'; EXPONENT_MARGIN = 0.3: can agree, "
                         'never differ',
-                 scale=_PITFALLS_SCALE_2),
+                 scale=_PITFALLS_SCALE_3),
             Part("angle: α_φ − our logarithmic law's α_φ", 'decides', ('Equivalence',),
                  quantity='per-seed log-log slope of steps on φ, minus the slope of our law '
                           'ρ²/(2γ)·ln(tan(φ/2)/tan(φ_end/2)) on the same grid',
@@ -1065,7 +1092,7 @@ _claims(
                  effect=None,
                  margin="ours: because Equivalence source default 'ours'; EXPONENT_MARGIN = 0.3: can agree, "
                         'never differ',
-                 scale=_PITFALLS_SCALE_2,
+                 scale=_PITFALLS_SCALE_3,
                  note='a law of ours, deciding (it cannot differ)'),
             Part('log₁₀(norm slowdown / angle slowdown) − 1', 'decides', ('Comparison',),
                  quantity='per-seed log₁₀ of (steps at ρ = 10 / at ρ = 1, mean over φ) over (steps at 7π/8 / '
@@ -1074,14 +1101,15 @@ _claims(
                  direction='more',
                  effect='EFFECTS: log₁₀(norm slowdown / angle slowdown) − 1 = 0.70 (log₁₀(100/2) − 1)',
                  margin=None,
-                 scale=_PITFALLS_SCALE_2),
+                 scale=_PITFALLS_SCALE_3),
             Part('every cell converged', 'decides', ('Check',),
                  quantity='whether every (ρ, φ, seed) cell reached mean cosine > 0.999 within max_steps',
                  compares="each cell's step count against the cap",
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_PITFALLS_SCALE_2),
+                 margin='ours: because convergence is a condition of our simulation (the paper gives no '
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
+                 scale=_PITFALLS_SCALE_3),
           )),
     Claim('pitfalls.fig1', where='Figure 1 (right) and Corollary 2 (§3)',
           sentence='*Right*: The growing embeddings in Corollary 2. Blue points represent  $z_i$  at '
@@ -1094,7 +1122,7 @@ _claims(
                  compares="each step's norm against the previous",
                  direction='holds',
                  effect=None,
-                 margin=None,
+                 margin='paper: the property as the paper states it (yes or no, no tolerance)',
                  scale='always: deterministic (every profile)',
                  note="{} is the smallest growth, printed in the label (holds='rebuilt')"),
             Part("NT-Xent descent: every embedding's norm grows at every step (smallest growth {})",
@@ -1104,14 +1132,15 @@ _claims(
                  compares="each step's norms against the previous",
                  direction='holds',
                  effect=None,
-                 margin=None,
+                 margin='paper: the property as the paper states it (yes or no, no tolerance)',
                  scale='always: deterministic (every profile)'),
             Part('Figure 2 sweep: 1 − smallest ‖z′‖/‖z‖ over every step and pair', 'decides', ('Check',),
                  quantity="1 − min ‖z′‖/‖z‖ over every step and point of pitfalls.fig2's sweep",
                  compares="each step's norm against the previous",
                  direction='at most',
                  effect=None,
-                 margin="ours: 1e-12 (rounding; holds='rebuilt', fails='differ')",
+                 margin='numerical: the statement is an identity; its bound (1e-12) is float64 rounding, so '
+                        'a miss beyond it refutes the statement',
                  scale='always: deterministic (every profile)'),
           )),
     Claim('pitfalls.table1', where="Table 1 and §3 ('Effects on Convergence', its last paragraph)",
@@ -1137,7 +1166,7 @@ _claims(
                  effect='EFFECTS: {m}: kNN(λ 0.05) at chance — SimCLR 0.44, SimSiam 0.379, BYOL 0.373 (the '
                         "paper's smallest k-nn gap from λ 0.05's 10.0 to another λ)",
                  margin=None,
-                 scale=_PITFALLS_SCALE_3,
+                 scale=_PITFALLS_SCALE_4,
                  note='deciding at cpu-long/gpu/paper; at smoke/cpu the same comparison is a control (Shown) '
                       "beside the Untested '{m}: λ 0.05 ends at chance'; the label may end with '(a "
                       "transient collapse, …)'; matched no deciding label at smoke (2 steps)"),
@@ -1154,7 +1183,7 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_3,
+                 scale=_PITFALLS_SCALE_4,
                  note='Untested where runs are < 1,000 steps or λ 0.05 is not trained'),
             Part('{}: ‖z‖ grows as λ falls', 'decides', ('Untested',),
                  quantity='mean ‖z‖ at the end',
@@ -1193,7 +1222,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_3,
+                 scale=_PITFALLS_SCALE_4,
                  note='Untested where runs are < 1,000 steps or the best λ (SimCLR/SimSiam 5e-4, BYOL 5e-3) '
                       'is not in the grid'),
             Part('{}: accuracy(λ {}) − accuracy(λ 0) [{}]', 'decides', ('Comparison',),
@@ -1238,7 +1267,7 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_4,
+                 scale=_PITFALLS_SCALE_5,
                  note='Untested at smoke and gpu (runs end before it)'),
             Part('{} {}: share(epoch 1) − share(epoch 16) (our epochs {}, {})', 'decides', ('Comparison',),
                  quantity='share of positive pairs at an angle > π/2',
@@ -1246,7 +1275,7 @@ _claims(
                  direction='more',
                  effect='EFFECTS: {r} {m}: share(epoch 1) − share(epoch 16) — 0.02 to 0.27',
                  margin=None,
-                 scale=_PITFALLS_SCALE_4,
+                 scale=_PITFALLS_SCALE_5,
                  note="matched no label: no recorded profile reaches the paper's epoch 16"),
             Part('{} {}: share at our epoch {}', 'decides', ('Equivalence',),
                  quantity='share of positive pairs at an angle > π/2 at our epoch ≙ 16',
@@ -1255,7 +1284,7 @@ _claims(
                  effect=None,
                  margin="ours: because judge_within's default source='ours'; NEGLIGIBLE_SHARE = 0.02, "
                         "'effectively 0': twice the largest rate Table 2 prints at epoch 16",
-                 scale=_PITFALLS_SCALE_4,
+                 scale=_PITFALLS_SCALE_5,
                  note="matched no label: no recorded profile reaches the paper's epoch 16"),
             Part('pitfalls.table2: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
@@ -1263,8 +1292,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_5,
-                 note=_PITFALLS_NOTE_6),
+                 scale=_PITFALLS_SCALE_6,
+                 note=_PITFALLS_NOTE_7),
           )),
     Claim('pitfalls.table3', where='Table 3 and §4',
           sentence='Table 3 then evaluates the effectiveness of cut-initialization on full training '
@@ -1293,8 +1322,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_5,
-                 note=_PITFALLS_NOTE_6),
+                 scale=_PITFALLS_SCALE_6,
+                 note=_PITFALLS_NOTE_7),
           )),
     Claim('pitfalls.table4', where="Table 4 and §4 (the text says 'Table 3' for Table 4)",
           sentence='To this end, Table 3 shows that cut-initialization still provides the expected boost in '
@@ -1334,8 +1363,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_5,
-                 note=_PITFALLS_NOTE_6),
+                 scale=_PITFALLS_SCALE_6,
+                 note=_PITFALLS_NOTE_7),
           )),
     Claim('pitfalls.table5', where='Table 5 and §4',
           sentence='Specifically, we analyze the classification accuracy after 100 epochs and see that, in '
@@ -1351,27 +1380,27 @@ _claims(
             ),
           parts=(
             Part('{}: c 2 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity=_PITFALLS_QUANTITY_7,
+                 quantity=_PITFALLS_QUANTITY_8,
                  compares='SimCLR c = 2 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 2 − c 1 (mean over λ) = 0.01725',
                  margin=None,
-                 scale=_PITFALLS_SCALE_8),
+                 scale=_PITFALLS_SCALE_9),
             Part('{}: c 4 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity=_PITFALLS_QUANTITY_7,
+                 quantity=_PITFALLS_QUANTITY_8,
                  compares='SimCLR c = 4 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 4 − c 1 (mean over λ) = 0.00775',
                  margin=None,
-                 scale=_PITFALLS_SCALE_8,
+                 scale=_PITFALLS_SCALE_9,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('{}: c 8 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity=_PITFALLS_QUANTITY_7,
+                 quantity=_PITFALLS_QUANTITY_8,
                  compares='SimCLR c = 8 against c = 1',
                  direction='less',
                  effect='EFFECTS: c 8 − c 1 (mean over λ) = 0.0365',
                  margin=None,
-                 scale=_PITFALLS_SCALE_8,
+                 scale=_PITFALLS_SCALE_9,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('pitfalls.table5: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
@@ -1379,8 +1408,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_5,
-                 note=_PITFALLS_NOTE_6),
+                 scale=_PITFALLS_SCALE_6,
+                 note=_PITFALLS_NOTE_7),
           )),
     Claim('pitfalls.table6', where='Table 6 and §4',
           sentence='Specifically, we analyze the classification accuracy after 100 epochs and see that, in '
@@ -1389,27 +1418,27 @@ _claims(
                    '(epoch 100) on Imagenet-100 for various values of  $c$  and  $\\lambda$ .',
           parts=(
             Part('{}: c 2 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity=_PITFALLS_QUANTITY_7,
+                 quantity=_PITFALLS_QUANTITY_8,
                  compares='SimSiam c = 2 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 2 − c 1 (mean over λ) = 0.039',
                  margin=None,
-                 scale=_PITFALLS_SCALE_8),
+                 scale=_PITFALLS_SCALE_9),
             Part('{}: c 4 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity=_PITFALLS_QUANTITY_7,
+                 quantity=_PITFALLS_QUANTITY_8,
                  compares='SimSiam c = 4 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 4 − c 1 (mean over λ) = 0.04975',
                  margin=None,
-                 scale=_PITFALLS_SCALE_8,
+                 scale=_PITFALLS_SCALE_9,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('{}: c 8 − c 1 (mean over λ)', 'decides', ('Comparison',),
-                 quantity=_PITFALLS_QUANTITY_7,
+                 quantity=_PITFALLS_QUANTITY_8,
                  compares='SimSiam c = 8 against c = 1',
                  direction='more',
                  effect='EFFECTS: c 8 − c 1 (mean over λ) = 0.0845',
                  margin=None,
-                 scale=_PITFALLS_SCALE_8,
+                 scale=_PITFALLS_SCALE_9,
                  note='matched no label at smoke (cuts 1, 2)'),
             Part('pitfalls.table6: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
@@ -1417,8 +1446,8 @@ _claims(
                  direction='holds',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_5,
-                 note=_PITFALLS_NOTE_6),
+                 scale=_PITFALLS_SCALE_6,
+                 note=_PITFALLS_NOTE_7),
           )),
     Claim('pitfalls.fig3', where="Figure 3 and §3 ('We now discuss whether these effects occur in practice')",
           sentence='First, we plot the embedding norms during training on Cifar10 in Figure 3 and see that, '
@@ -1440,39 +1469,39 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_10,
+                 note=_PITFALLS_NOTE_11),
             Part('simclr repulsion: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR optimizing only the repulsion term (λ 0): last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_10,
+                 note=_PITFALLS_NOTE_11),
             Part('simclr both: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR, full InfoNCE (λ 0): last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_10,
+                 note=_PITFALLS_NOTE_11),
             Part('{} λ 0: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity="mean ‖z‖ (Table 1's runs)",
                  compares='SimCLR and BYOL at λ 0: last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_10,
+                 note=_PITFALLS_NOTE_11),
             Part('simsiam λ 0: ‖z‖ end − start [zpre_norm_mean]', 'decides', ('Comparison',),
                  quantity="SimSiam's mean norm before its final BN",
                  compares='SimSiam at λ 0: last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_9,
+                 scale=_PITFALLS_SCALE_10,
                  note='a redefinition (pre-BN norm); EFFECTS registers this part with value None (a figure '
                       'without numbers): it can agree, never differ'),
             Part('{}: ‖z‖ end at λ {} − at λ 0', 'decides', ('Comparison',),
@@ -1517,16 +1546,16 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_12,
+                 note=_PITFALLS_NOTE_11),
             Part('R₂ at epoch 1: byol − simclr (our epoch {})', 'decides', ('Comparison',),
                  quantity="R₂ = |mean of exp(2iθ)| of the 2-d embeddings' angles (antipodal concentration)",
                  compares="BYOL against SimCLR at our epoch read as the paper's epoch 1",
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_12,
+                 note=_PITFALLS_NOTE_11),
           )),
     Claim('pitfalls.fig5', where='Figure 5 and Appendix C.2',
           sentence='We see that dividing the network’s weights by  $c > 1$  leads to immediate convergence '
@@ -1550,7 +1579,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_11),
+                 scale=_PITFALLS_SCALE_12),
             Part("{}: mean kNN(c {}) − (c 1) @lr {} [headroom: 1 − c 1's mean kNN]", 'decides', ('Comparison',),
                  quantity='mean kNN top-1 over the evaluations after epoch 0 (every eval_every epochs)',
                  compares="each method's default cut (SimCLR c 3, BYOL c 9) against c = 1 at each base rate",
@@ -1566,8 +1595,8 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_10),
+                 scale=_PITFALLS_SCALE_12,
+                 note=_PITFALLS_NOTE_11),
             Part('cut gain: byol (c 9) − simclr (c 3) @lr {}', 'decides', ('Comparison', 'Untested'),
                  quantity='difference of the gains in mean kNN (own c − c 1)',
                  compares="BYOL's gain (c 9 − c 1) against SimCLR's (c 3 − c 1) at each base rate, only "
@@ -1585,7 +1614,9 @@ _claims(
 # %% ../../nbs/repro/00_paper.ipynb #b463e236
 # claims: lee (each registered from the paper's own sentence, before any run is read)
 # texts its parts share
-_LEE_SCALE_1 = ('never for differ: the paper gives no number in this unit (a figure); it can agree or be '
+_LEE_MARGIN_1 = ("ours: because 1e-3 is our optimizer's convergence tolerance (the paper gives no number for "
+                 'it): the part can agree, be corrected or be inconclusive, never differ')
+_LEE_SCALE_2 = ('never for differ: the paper gives no number in this unit (a figure); it can agree or be '
                 'inconclusive only')
 _claims(
     Claim('lee.thm52', where='Thm. 5.2 (poster, "Embedding Learned in Full-Batch CL")',
@@ -1600,7 +1631,7 @@ _claims(
                           'floor)',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin="numerical: the theorem's inequality (slack ≥ 0), to float64 rounding (−1e-12)",
                  scale='always: a float64 identity (Cauchy–Schwarz on the centred embeddings), '
                        'holds=rebuilt; fails as differ'),
             Part('tight: info-sym and the max-gap adversary reach slack ≤ 1e-2 (max)', 'control', ('Check',),
@@ -1609,7 +1640,7 @@ _claims(
                  compares='that slack against 1e-2 (ours)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="ours: because 1e-2 is our tolerance for 'reached' (a control)",
                  scale='always (deterministic optimization, 300 Adam steps at cpu); shown, never deciding',
                  note='tightness is not part of Thm 5.2 as printed; the bound 1e-2 and the max-gap objective '
                       'are ours: a control'),
@@ -1637,36 +1668,41 @@ _claims(
                  compares='the worst |s_pos − 1| per seed against 1e-3 (ours)',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed, once the optimizer converges (cpu: 1,500 steps); fails as differ'),
+                 margin=_LEE_MARGIN_1,
+                 scale='every seed, once the optimizer converges (cpu: 1,500 steps); a bound of ours: fails '
+                       "as 'inconclusive', never differ"),
             Part('mean s_neg = −1/(n−1): max deviation over variants', 'decides', ('SeedChecks',),
                  quantity='mean negative cosine',
                  compares='the worst |mean s_neg + 1/(n−1)| per seed against 1e-3',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed, once converged; fails as differ'),
+                 margin=_LEE_MARGIN_1,
+                 scale="every seed, once converged; a bound of ours: fails as 'inconclusive', never differ"),
             Part('Var s_neg = 0: max over variants', 'decides', ('SeedChecks',),
                  quantity='variance of the negative cosines',
                  compares='the largest per seed against 1e-3',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed, once converged; fails as differ'),
+                 margin=_LEE_MARGIN_1,
+                 scale="every seed, once converged; a bound of ours: fails as 'inconclusive', never differ"),
             Part('ind-add (1,0), Thm 5.3: s_pos (< 1 − 1e-3)', 'decides', ('SeedChecks',),
                  quantity='s_pos of ind-add (1,0) at t = 2, b = 0',
                  compares='the largest per seed against 1 − 1e-3',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin="ours: because the gap 1e-3 is our optimizer's convergence tolerance (the paper "
+                        'gives no number for it): the part can agree, be corrected or be inconclusive, never '
+                        'differ',
+                 scale="every seed; a bound of ours: fails as 'inconclusive', never differ"),
             Part('ind-add (1,0): mean s_neg (< −1/(n−1) − 1e-3)', 'decides', ('SeedChecks',),
                  quantity='mean s_neg of ind-add (1,0)',
                  compares='the largest per seed against −1/(n−1) − 1e-3',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin="ours: because the gap 1e-3 is our optimizer's convergence tolerance (the paper "
+                        'gives no number for it): the part can agree, be corrected or be inconclusive, never '
+                        'differ',
+                 scale="every seed; a bound of ours: fails as 'inconclusive', never differ"),
           )),
     Claim('lee.thm55', where='Thm. 5.5 and Def. 5.7 (poster, "Embedding Learned in Mini-Batch CL")',
           sentence='In mini-batch settings, smaller batch sizes lead to the *increased variance* in the '
@@ -1691,14 +1727,14 @@ _claims(
                  direction='less',
                  effect='EFFECTS: slope of log₁₀ Var[s_neg] on log₁₀ m (no number)',
                  margin=None,
-                 scale=_LEE_SCALE_1),
+                 scale=_LEE_SCALE_2),
             Part('reshuffled batches: slope of log₁₀ Var[s_neg] on log₁₀ m (m < n)', 'decides', ('Comparison',),
                  quantity='the same slope with batches reshuffled every step (ours)',
                  compares='the slope against 0',
                  direction='less',
                  effect='EFFECTS: slope of log₁₀ Var[s_neg] on log₁₀ m (no number)',
                  margin=None,
-                 scale=_LEE_SCALE_1),
+                 scale=_LEE_SCALE_2),
             Part('reshuffled, λ = {}: log₁₀ Var[s_neg]: with L_VRNS − without (mean over m < n)',
                  'decides', ('Comparison',),
                  quantity='log₁₀ Var[s_neg] with L_VRNS (Def. 5.7) at weight λ minus without, mean over m < '
@@ -1707,15 +1743,16 @@ _claims(
                  direction='less',
                  effect='EFFECTS: log₁₀ Var[s_neg]: with L_VRNS − without (no number)',
                  margin=None,
-                 scale=_LEE_SCALE_1),
+                 scale=_LEE_SCALE_2),
             Part('s_pos = 1 without L_VRNS: max 1 − s_pos over partitions and batches',
                  'decides', ('SeedChecks',),
                  quantity='1 − s_pos at λ = 0, worst over both partition schemes and every m',
                  compares='each seed against 1e-3 (ours)',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed, once converged (cpu: 1,000 steps); fails as differ'),
+                 margin=_LEE_MARGIN_1,
+                 scale='every seed, once converged (cpu: 1,000 steps); a bound of ours: fails as '
+                       "'inconclusive', never differ"),
           )),
     Claim('lee.table_var', where='Abstract and "Empirical Validation" table (poster)',
           sentence='In mini-batch settings, smaller batch sizes lead to the *increased variance* in the '
@@ -1769,18 +1806,19 @@ _claims(
 # texts its parts share
 _DIRECTCLR_SCALE_1 = ('never for differ: the paper gives no number in this unit (a figure); it can agree or '
                       'be inconclusive only')
-_DIRECTCLR_QUANTITY_2 = 'linear-probe top-1 (5-fold CV, fraction) on the frozen representation r'
-_DIRECTCLR_SCALE_3 = ("testable where the paired seeds detect less than the paper's ImageNet gap and the "
+_DIRECTCLR_SCALE_2 = "every seed; a bound of ours: fails as 'inconclusive', never differ"
+_DIRECTCLR_QUANTITY_3 = 'linear-probe top-1 (5-fold CV, fraction) on the frozen representation r'
+_DIRECTCLR_SCALE_4 = ("testable where the paired seeds detect less than the paper's ImageNet gap and the "
                       'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
                       'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
                       'usually blocks it')
-_DIRECTCLR_NOTE_4 = ('Untested variant of the comparison above: produced where a compared setting is not '
+_DIRECTCLR_NOTE_5 = ('Untested variant of the comparison above: produced where a compared setting is not '
                      'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
                      'train all)')
-_DIRECTCLR_EFFECT_5 = 'EFFECTS: directclr.table2 / diagonal − none (0.087)'
-_DIRECTCLR_EFFECT_6 = 'EFFECTS: directclr.table2 / directclr − diagonal (0.025)'
-_DIRECTCLR_EFFECT_7 = 'EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)'
-_DIRECTCLR_EFFECT_8 = 'EFFECTS: directclr.fig12 / d₀ − d (0.112)'
+_DIRECTCLR_EFFECT_6 = 'EFFECTS: directclr.table2 / diagonal − none (0.087)'
+_DIRECTCLR_EFFECT_7 = 'EFFECTS: directclr.table2 / directclr − diagonal (0.025)'
+_DIRECTCLR_EFFECT_8 = 'EFFECTS: directclr.fig12 / d₀ − smallest d₀ (no number)'
+_DIRECTCLR_EFFECT_9 = 'EFFECTS: directclr.fig12 / d₀ − d (0.112)'
 _claims(
     Claim('directclr.lemma1', where='§4.2, Lemma 1 with Eqs. (2)-(4)',
           sentence='**Lemma 1.** The weight matrix in a linear contrastive self-supervised learning model '
@@ -1797,7 +1835,8 @@ _claims(
                  compares='max over the well-conditioned cases (κ ≤ 1e6, ours) against TOL = 1e-8',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 '
+                        'rounding (ε·κ ≤ 1.1e-10 where κ ≤ 1e6), so a miss beyond it refutes the statement',
                  scale='always: a closed form against autograd in float64',
                  note='{} is the share of cases with κ ≤ 1e6'),
             Part("Eq. 4's G vs autograd ∂L/∂W: max error scaled by the terms, every case",
@@ -1806,7 +1845,8 @@ _claims(
                  compares='max over every case against SCALED_TOL',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; SCALED_TOL = 1e-12 bounds float64 rounding '
+                        'of the summed terms, so a miss beyond it refutes the statement',
                  scale='always: a closed form against autograd in float64'),
           )),
     Claim('directclr.lemma2', where='§4.2, Lemma 2 (Eqs. 5-7) and its proof, App. B.2',
@@ -1825,21 +1865,24 @@ _claims(
                  compares='max over cases where not every α underflowed, against TOL',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; its bound (1e-8) is float64 rounding, so a '
+                        "miss beyond it refutes the statement; it fails as 'corrected'",
                  scale="always: float64 algebra; fails as 'corrected'"),
             Part('X as in the proof (B.2) vs Σ̂₀ − Σ̂₁: max err', 'decides', ('Check',),
                  quantity="relative error of the proof's X against Σ̂₀ − Σ̂₁",
                  compares='max over every case against TOL',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; its bound (1e-8) is float64 rounding, so a '
+                        'miss beyond it refutes the statement',
                  scale='always: float64 algebra; fails as differ'),
             Part("G = −WX (Eq. 5) against Lemma 1's G: max err", 'decides', ('Check',),
                  quantity="relative error of −WX (proof's X) against Lemma 1's G",
                  compares='max over every case against TOL',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; its bound (1e-8) is float64 rounding, so a '
+                        'miss beyond it refutes the statement',
                  scale='always: float64 algebra; fails as differ'),
           )),
     Claim('directclr.fig3', where='§4.2 (Theorem 1, numerical simulation) and Figure 3',
@@ -1882,8 +1925,9 @@ _claims(
           readings=(
             "|A| → I on all 16 pairs (as printed) vs on the pairs training amplified (Theorem 2's argument, "
             "and the paper's own remark that only a block structure is reached in the real case): the "
-            "printed reading is checked with fails='corrected'; the amplified-pairs reading (ours) decides "
-            'and can say differ',
+            "printed reading is checked with fails='corrected'; the amplified-pairs reading (ours) decides; "
+            'its bounds (σ grown ≥ 2×, |A_kk| ≥ 0.9) are ours, so it can agree or be inconclusive, never '
+            'differ',
             ),
           parts=(
             Part('printed: |A| → I on all pairs, smallest |A_kk| over pairs', 'decides', ('SeedChecks',),
@@ -1892,22 +1936,24 @@ _claims(
                  compares='each seed against 0.9 (ours)',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin="ours: because 0.9 is our reading of 'converges to an identity' (fails as 'corrected')",
                  scale="every seed (deterministic per seed); fails as 'corrected', never differ"),
             Part('amplified pairs (σ of W₁ grew ≥ 2×), in each run', 'decides', ('SeedChecks',),
                  quantity='number of pairs whose singular value of W₁ grew at least 2× (ours) over training',
                  compares='each seed against 1',
                  direction='at least',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin="ours: because 'amplified' (σ grew ≥ 2×) is our definition (the paper gives no "
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
+                 scale=_DIRECTCLR_SCALE_2),
             Part('amplified pairs: smallest |A_kk| (0 where none)', 'decides', ('SeedChecks',),
                  quantity='smallest |A_kk| over the amplified pairs',
                  compares='each seed against 0.9 (ours)',
                  direction='at least',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin="ours: because 0.9 is our reading of 'converges to an identity' (the paper gives no "
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
+                 scale=_DIRECTCLR_SCALE_2),
           )),
     Claim('directclr.fig6', where='§5.3 (Theorem 3, Corollary 2) and Figure 6',
           sentence='This explains why we observe that the smallest group of singular values grow '
@@ -1921,14 +1967,16 @@ _claims(
                  compares='the smaller of the two, each seed, against 2× (ours)',
                  direction='at least',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin="ours: because 2× is our reading of 'grow significantly' (the paper gives no number "
+                        'for it): the part can agree, be corrected or be inconclusive, never differ',
+                 scale=_DIRECTCLR_SCALE_2),
             Part("four smallest σ: most growth relative to the largest σ's", 'decides', ('SeedChecks',),
                  quantity='growth of each of the four smallest singular values divided by that of the largest',
                  compares='the largest ratio, each seed, against 1',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="paper: 'grow significantly slower': the smallest grow less than the largest (a "
+                        'ratio ≤ 1, no tolerance)',
                  scale='every seed; fails as differ'),
             Part('embedding covariance: 4th smallest eigenvalue / the largest', 'decides', ('SeedChecks',),
                  quantity='ratio of the 4th-smallest eigenvalue of the embedding covariance to its largest '
@@ -1936,8 +1984,10 @@ _claims(
                  compares='each seed against 1e-3 (ours)',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin="ours: because 1e-3 of the largest eigenvalue is our reading of 'low-rank' (the "
+                        'paper gives no number for it): the part can agree, be corrected or be inconclusive, '
+                        'never differ',
+                 scale=_DIRECTCLR_SCALE_2),
           )),
     Claim('directclr.fig11', where='App. C and Figure 11',
           sentence='Note that for a single-layer case, L = 1, there is no dimensional collapse in the '
@@ -1967,8 +2017,10 @@ _claims(
                  compares="the most over a seed's linear and ReLU runs, against 0",
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale='every seed; fails as differ'),
+                 margin='ours: because a collapsed dimension (eigenvalue below our cut-off) is our '
+                        'definition (the paper gives no number for it): the part can agree, be corrected or '
+                        'be inconclusive, never differ',
+                 scale=_DIRECTCLR_SCALE_2),
           )),
     Claim('directclr.table1', where='§6.2 and Table 1',
           sentence='*DirectCLR* demonstrates better performance compared to SimCLR with a trainable linear '
@@ -1978,51 +2030,51 @@ _claims(
                    'projector\t62.7 … *DirectCLR* outperforms SimCLR with 1-layer linear projector.',
           parts=(
             Part('mlp2 − directclr', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='SimCLR with the 2-layer projector against DirectCLR, paired over seeds',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / mlp2 − directclr (0.038)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('directclr − linear', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR against SimCLR with a 1-layer linear projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − linear (0.016)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('directclr − linear: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR against the linear projector, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − linear (0.016)',
                  margin=None,
                  scale='cpu profile: not trained (cpu-long trains it)',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
             Part('linear − none', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='SimCLR with a linear projector against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / linear − none (0.096)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('linear − none: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the linear projector against none, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / linear − none (0.096)',
                  margin=None,
                  scale='cpu profile: not trained (cpu-long trains it)',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
             Part('directclr − none', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR against SimCLR without a projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − none (0.112)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
           )),
     Claim('directclr.table2', where='§6.3, Table 2 and App. F',
           sentence='Proposition 1 matches the fact that: (a) an orthogonal constrained projector performs '
@@ -2041,26 +2093,26 @@ _claims(
             ),
           parts=(
             Part('linear − none', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='trainable linear projector against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / linear − none (0.096)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('linear − none: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='trainable linear projector against none, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / linear − none (0.096)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
             Part('diagonal − none', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='trainable diagonal projector against no projector',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_5,
+                 effect=_DIRECTCLR_EFFECT_6,
                  margin=None,
                  scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
                        'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
@@ -2072,67 +2124,67 @@ _claims(
             Part('diagonal − none {}; diagonal − none: the trained diagonal projector stayed nearly uniform '
                  '(largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no projector',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the diagonal comparison, withdrawn because the trained diagonal stayed nearly '
                           'uniform (criterion ours)',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_5,
+                 effect=_DIRECTCLR_EFFECT_6,
                  margin=None,
                  scale="where some seed's diagonal spread < 2 (smoke: yes)",
                  note="the {} holds the withdrawn Comparison's text"),
             Part('diagonal − none: diagonal not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='diagonal against none, not trained',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_5,
+                 effect=_DIRECTCLR_EFFECT_6,
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
             Part('lowrank − none', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='fixed low-rank projector against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − none (0.108)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('lowrank − none: lowrank not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='low-rank against none, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − none (0.108)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
             Part('directclr − none', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='fixed low-rank diagonal projector (= DirectCLR) against no projector',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / directclr − none (0.112)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('lowrank − linear', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='fixed low-rank projector against trainable linear',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − linear (0.012)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('lowrank − linear: lowrank and linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='low-rank against linear, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − linear (0.012)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
             Part('directclr − diagonal', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='fixed low-rank diagonal (DirectCLR) against trainable diagonal',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_6,
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
                  scale="testable where the paired seeds detect less than the paper's ImageNet gap and the "
                        'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
@@ -2144,23 +2196,23 @@ _claims(
                  'nearly uniform (largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no '
                  'projector',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the DirectCLR − diagonal comparison, withdrawn (diagonal nearly uniform; '
                           'criterion ours)',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_6,
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
                  scale="where some seed's diagonal spread < 2 (smoke: yes)",
                  note="the {} holds the withdrawn Comparison's text"),
             Part('directclr − diagonal: diagonal not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR against diagonal, not trained',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_6,
+                 effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
           )),
     Claim('directclr.subvector', where='App. F ("Linear probe on subvector", "Random dropout instead of '
                                        'fixed subvector"), against Table 1\'s DirectCLR 62.7',
@@ -2182,21 +2234,21 @@ _claims(
                  scale='testable where the seeds detect less than 0.148 (no headroom bound: r[:d₀] is not '
                        'bounded by the pixels)'),
             Part('fixed − random subset', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR (fixed r[:d₀]) against the random-d₀-subset-per-step run, probe on r',
                  direction='more',
                  effect='EFFECTS: directclr.subvector / fixed − random subset (0.197)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('fixed − random subset: random subset not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='fixed against random subset, not trained',
                  direction='more',
                  effect='EFFECTS: directclr.subvector / fixed − random subset (0.197)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_4),
+                 note=_DIRECTCLR_NOTE_5),
           )),
     Claim('directclr.fig9', where='§6.1-6.2, Figure 9 (and Figure 7b)',
           sentence='We visualize the learnt representation space spectrum in Figure 9. *DirectCLR* prevents '
@@ -2271,60 +2323,60 @@ _claims(
             ),
           parts=(
             Part('d₀=6 − d₀=2', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR at the preset d₀ = 6 against the smallest d₀ trained (2): smoke, cpu-long',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_7,
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_1),
             Part('d₀=90 − d₀=16', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at gpu (d₀ = 90 of 512 against 16)',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_7,
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_1,
                  note='gpu profile only'),
             Part('d₀=360 − d₀=32', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at paper scale (d₀ = 360 of 2048 against 32)',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_7,
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_1,
                  note='paper profile only'),
             Part('d₀=6 − a smaller d₀: none trained at this profile (-p settings=all trains the sweep)',
                  'decides', ('Untested',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the rise, untested: no d₀ below the preset trained',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_7,
+                 effect=_DIRECTCLR_EFFECT_8,
                  margin=None,
                  scale='cpu profile (no sweep)',
                  note='cpu profile only'),
             Part('d₀=6 − d₀=32', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR at d₀ = 6 against d₀ = d = 32 (SimCLR without projector): smoke, cpu, '
                           'cpu-long',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_8,
+                 effect=_DIRECTCLR_EFFECT_9,
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3),
+                 scale=_DIRECTCLR_SCALE_4),
             Part('d₀=90 − d₀=512', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at gpu (d = 512)',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_8,
+                 effect=_DIRECTCLR_EFFECT_9,
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3,
+                 scale=_DIRECTCLR_SCALE_4,
                  note='gpu profile only'),
             Part('d₀=360 − d₀=2048', 'decides', ('Comparison',),
-                 quantity=_DIRECTCLR_QUANTITY_2,
+                 quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at paper scale (d = 2048)',
                  direction='more',
-                 effect=_DIRECTCLR_EFFECT_8,
+                 effect=_DIRECTCLR_EFFECT_9,
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_3,
+                 scale=_DIRECTCLR_SCALE_4,
                  note='paper profile only'),
           )),
 )
@@ -2337,9 +2389,9 @@ _CLOP_SCALE_1 = ('always: a deterministic check (closed form, autograd or Monte 
 _CLOP_SCALE_2 = ("always: deterministic simulation (seed 0); the search's steps (smoke 300, cpu 1,000, paper "
                  '2,000; the paper states none), trials per rate (smoke 2, cpu/paper 5) and k grid (smoke '
                  '3,5,10,30; cpu 12 values; paper 19) vary by profile')
-_CLOP_SCALE_3 = ('always: deterministic per seed (SeedChecks: `differ` only where every seed fails); k ∈ '
-                 '{3,5,10,20,30,50} in R^100, η = 0.5 (ours), steps = clop_steps (smoke 300, cpu 1,000, '
-                 'paper 2,000), seeds 2/3/5')
+_CLOP_SCALE_3 = ("always: deterministic per seed (a bound of ours: 'inconclusive' where seeds fail, never "
+                 'differ); k ∈ {3,5,10,20,30,50} in R^100, η = 0.5 (ours), steps = clop_steps (smoke 300, '
+                 'cpu 1,000, paper 2,000), seeds 2/3/5')
 _CLOP_SCALE_4 = ('never `differ`: the paper gives no number in this unit (EFFECTS value None), so the part '
                  'can agree (paired t-test over ≥ 2 seeds rejecting the claimed way at its Holm level) or be '
                  'inconclusive')
@@ -2402,7 +2454,7 @@ _claims(
                  compares='the count against 0 (a local minimum: no small move lowers the loss)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="paper: the lemma's own statement, a count of trials against 0 (fails as 'corrected')",
                  scale=_CLOP_SCALE_1,
                  note='fails as `corrected` (a saddle, not a minimum), never `differ`'),
             Part('identical and co-linear batches: max scale-free gradient maxᵢ ‖∇ᵢ‖·‖z̃ᵢ‖',
@@ -2413,14 +2465,15 @@ _claims(
                  compares='against 1e-13 (float64 rounding)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; its bound (1e-13, scale-free) is float64 '
+                        'rounding, so a miss beyond it refutes the statement',
                  scale=_CLOP_SCALE_1),
             Part('random batches (the zero means something): min scale-free gradient', 'control', ('Check',),
                  quantity='smallest ‖∇_{z̃ᵢ} L‖·‖z̃ᵢ‖ over random Gaussian batches',
                  compares='against 1e-3: the gradient is not zero for generic batches',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin='ours: because the random batches are our control (shown)',
                  scale=_CLOP_SCALE_1,
                  note='a control of ours (sanity of the measurement), yet deciding: it is not wrapped in Shown'),
           )),
@@ -2446,7 +2499,8 @@ _claims(
                           "the proof's own intermediate step; tolerance 1e-12",
                  direction='equal',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; its bound (1e-12) is float64 rounding, so '
+                        "a miss beyond it refutes the statement; it fails as 'corrected'",
                  scale=_CLOP_SCALE_1,
                  note='fails as `corrected`'),
             Part('printed E‖xᵢ⁽¹⁾‖² vs Monte Carlo at η = 1.5: max rel. err', 'decides', ('Check',),
@@ -2456,7 +2510,7 @@ _claims(
                  compares='printed expression against Monte Carlo at η = 1.5 (our choice of η); tolerance 1 %',
                  direction='equal',
                  effect=None,
-                 margin=None,
+                 margin="ours: 1 % is our Monte Carlo tolerance (fails as 'corrected')",
                  scale=_CLOP_SCALE_1,
                  note='fails as `corrected`'),
             Part('our E‖xᵢ⁽¹⁾‖² = 1 + η²/(k−1) vs Monte Carlo: max rel. err', 'decides', ('Check',),
@@ -2465,7 +2519,7 @@ _claims(
                  compares='our derived second moment against Monte Carlo at η = 1.5; tolerance 1 %',
                  direction='equal',
                  effect=None,
-                 margin=None,
+                 margin="ours: 1 % is our Monte Carlo tolerance; the form is ours (fails as 'inconclusive')",
                  scale=_CLOP_SCALE_1,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
@@ -2477,7 +2531,8 @@ _claims(
                  compares='our corrected bound against the Monte-Carlo critical rate; tolerance 2 %',
                  direction='equal',
                  effect=None,
-                 margin=None,
+                 margin='ours: 2 % is our tolerance on the empirical critical η; the bound is ours (fails as '
+                        "'inconclusive')",
                  scale=_CLOP_SCALE_1,
                  note='our corrected form; a check of our own derivation: failing, it makes our account '
                       'wrong, not the paper (fails as inconclusive, never differ)'),
@@ -2503,7 +2558,7 @@ _claims(
                  compares="L_class(X) − L_class(X') > 0 in every trial (the proof's construction)",
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="paper: the lemma's own statement, a count of trials against 0",
                  scale=_CLOP_SCALE_1),
             Part('optimal last embedding: max residual out of the span of the others', 'decides', ('Check',),
                  quantity='largest norm of the component of the loss-minimizing unit x_k = −Σ_{i<k} '
@@ -2511,7 +2566,8 @@ _claims(
                  compares="against 1e-12: the optimum lies in the span (the lemma's statement)",
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='numerical: the statement is an identity; its bound (1e-12) is float64 rounding, so '
+                        'a miss beyond it refutes the statement',
                  scale=_CLOP_SCALE_1,
                  note='the optimum is taken in closed form, which is in the span by construction: the check '
                       'can fail only by rounding'),
@@ -2543,21 +2599,24 @@ _claims(
                  compares='against 1e-3 (one non-zero singular value)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="ours: because 1e-3 is our cut-off for 'complete collapse' (the paper gives no "
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
                  scale=_CLOP_SCALE_2),
             Part('η = 2.0: σ₂/σ₁ (no complete collapse)', 'decides', ('Check',),
                  quantity='σ₂/σ₁ after 800 steps at η = 2.0, same initial embeddings',
                  compares='against 0.1 (ours): not collapsed',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin="ours: because 0.1 is our cut-off for 'no complete collapse' (the paper gives no "
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
                  scale=_CLOP_SCALE_2),
             Part('η = 2.0: smallest σ/σ₁ (rank k − 1)', 'decides', ('Check',),
                  quantity='σ₃₀/σ₁ after 800 steps at η = 2.0',
                  compares='against 1e-3 (ours): the last singular value has dropped to zero',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin='ours: because 1e-3 is our cut-off for a lost dimension (the paper gives no number '
+                        'for it): the part can agree, be corrected or be inconclusive, never differ',
                  scale=_CLOP_SCALE_2),
             Part('printed bound: largest gap below the empirical maximum (relative; "slightly": ≤ 5 %)',
                  'decides', ('Check',),
@@ -2567,7 +2626,7 @@ _claims(
                  compares='against 0.05 (SLIGHTLY, ours, for "closely aligns")',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="ours: 5 % is our reading of 'slightly' (fails as 'corrected')",
                  scale=_CLOP_SCALE_2,
                  note='fails as `corrected`'),
             Part('printed bound: smallest gap (below the maximum at every k)', 'decides', ('Check',),
@@ -2575,7 +2634,7 @@ _claims(
                  compares='against 0: the printed bound lies below the empirical maximum at every k ("tighter")',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin="paper: the bound lies below the maximum (0, no tolerance; fails as 'corrected')",
                  scale=_CLOP_SCALE_2,
                  note='fails as `corrected`'),
             Part('our η*: largest gap below the empirical maximum (relative)', 'decides', ('Check',),
@@ -2583,7 +2642,8 @@ _claims(
                  compares='against 0.05 (ours)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="ours: because 5 % is our reading of 'slightly' and η* is ours (the paper gives no "
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
                  scale=_CLOP_SCALE_2,
                  note='our corrected form, deciding (fails as `differ`) with a threshold of ours'),
             Part('our η*: smallest gap (below the maximum at every k)', 'decides', ('Check',),
@@ -2591,7 +2651,8 @@ _claims(
                  compares='against 0',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin='ours: because η* is ours (the paper gives no number for it): the part can agree, be '
+                        'corrected or be inconclusive, never differ',
                  scale=_CLOP_SCALE_2,
                  note='our corrected form, deciding (fails as `differ`)'),
           )),
@@ -2613,14 +2674,17 @@ _claims(
                  compares='against 0 (every k at rank k − 1)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="ours: because the numerical rank's cut-off and the optimizer's convergence are ours "
+                        '(the paper gives no number for it): the part can agree, be corrected or be '
+                        'inconclusive, never differ',
                  scale=_CLOP_SCALE_3),
             Part('|loss + k| (the minimum −k): max over k', 'decides', ('SeedChecks',),
                  quantity='per seed, max over k of |Σ_{i≠j} xᵢᵀxⱼ + k| at the end',
                  compares='against 1e-6: the runs reach the minimum −k (a zero-mean configuration)',
                  direction='at most',
                  effect=None,
-                 margin=None,
+                 margin="ours: because 1e-6 is our optimizer's convergence tolerance (the paper gives no "
+                        'number for it): the part can agree, be corrected or be inconclusive, never differ',
                  scale=_CLOP_SCALE_3,
                  note="not in Fig. 4's sentence: from §3.2's 'zero-mean subspace of rank k − 1'"),
             Part('k ≥ 4: smallest range max − min of the pairwise cosines (an ETF has 0)',
@@ -2629,7 +2693,9 @@ _claims(
                  compares='against 0.1 (ours, for "vary significantly"; an ETF has 0)',
                  direction='at least',
                  effect=None,
-                 margin=None,
+                 margin='ours: because 0.1 is our cut-off for cosines that are not all equal (the paper '
+                        'gives no number for it): the part can agree, be corrected or be inconclusive, never '
+                        'differ',
                  scale=_CLOP_SCALE_3),
           )),
     Claim('clop.table5', where='§4 (synthetic experiment, Fig. 5) and Table 5 (App. B)',
@@ -3143,34 +3209,39 @@ _claims(
 # %% ../../nbs/repro/00_paper.ipynb #4fe9d8bb
 # claims: margins (each registered from the paper's own sentence, before any run is read)
 # texts its parts share
-_MARGINS_SCALE_1 = ("always: a closed form against torch.autograd in float64 (section 1's sweep; smoke runs "
+_MARGINS_MARGIN_1 = ('numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 rounding '
+                     '(ε·κ ≤ 1.1e-10 where κ ≤ 1e6), so a miss beyond it refutes the statement')
+_MARGINS_SCALE_2 = ("always: a closed form against torch.autograd in float64 (section 1's sweep; smoke runs "
                     'fewer cases, cpu and above the full sweep, = cpu at gpu/paper)')
-_MARGINS_NOTE_2 = ('bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
+_MARGINS_MARGIN_3 = ('numerical: the statement is an identity; SCALED_TOL = 1e-12 bounds float64 rounding of '
+                     'the summed terms, so a miss beyond it refutes the statement')
+_MARGINS_NOTE_4 = ('bound SCALED_TOL = 1e-12 (error over the size of the summed terms, ours: numerical '
                    'agreement)')
-_MARGINS_NOTE_3 = ('bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on the '
+_MARGINS_NOTE_5 = ('bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on the '
                    'claim)')
-_MARGINS_SCALE_4 = 'always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not trained)'
-_MARGINS_MARGIN_5 = ("ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
+_MARGINS_MARGIN_6 = 'paper: the property as the paper states it (yes or no, no tolerance)'
+_MARGINS_SCALE_7 = 'always: a closed-form map on a (θ, q) grid, recomputed (the figure is drawn, not trained)'
+_MARGINS_MARGIN_8 = ("ours: one point of top-1, the smallest gap the margins paper's tables discuss as a "
                      'change; the paper gives no margin, so this part can agree, never differ')
-_MARGINS_SCALE_6 = 'stands in for the whole claim at profiles that do not train it'
-_MARGINS_QUANTITY_7 = ('linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
-                       'diverged)')
-_MARGINS_SCALE_8 = ('gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
-                    'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
-                    'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test only). '
-                    "A Comparison can say differ only where the paper's effect for the dataset's column is "
-                    "detectable at the seeds' spread and the headroom exceeds it")
-_MARGINS_QUANTITY_9 = ("transfer top-1 (%): linear probe of the frozen source backbone on the target's test "
-                       'split, paired over seeds (chance where the source diverged)')
-_MARGINS_SCALE_10 = ('gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
+_MARGINS_SCALE_9 = 'stands in for the whole claim at profiles that do not train it'
+_MARGINS_QUANTITY_10 = ('linear-probe top-1 (%) on the test split, paired over seeds (chance where a run '
+                        'diverged)')
+_MARGINS_SCALE_11 = ('gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
+                     'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds (cpu: not '
+                     'trained); smoke: digits 8×8, small CNN, 2 optimizer steps, 2 seeds (a code test only). '
+                     "A Comparison can say differ only where the paper's effect for the dataset's column is "
+                     "detectable at the seeds' spread and the headroom exceeds it")
+_MARGINS_QUANTITY_12 = ("transfer top-1 (%): linear probe of the frozen source backbone on the target's test "
+                        'split, paired over seeds (chance where the source diverged)')
+_MARGINS_SCALE_13 = ('gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
                      'Tiny-ImageNet ↔ STL-10, 200 epochs); smoke/cpu-defined pairs of digit halves have no '
                      'paper column (effect None: never differ); cpu does not train it')
-_MARGINS_QUANTITY_11 = ('top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
+_MARGINS_QUANTITY_14 = ('top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
                         'profile), paired over seeds (chance where a run diverged)')
-_MARGINS_SCALE_12 = ('cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, 1.5, '
+_MARGINS_SCALE_15 = ('cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, 1.5, '
                      '2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can agree, never '
                      'differ')
-_MARGINS_NOTE_13 = "side 'both'; matched no label at smoke/cpu/cpu-long (gpu and paper grids only)"
+_MARGINS_NOTE_16 = "side 'both'; matched no label at smoke/cpu/cpu-long (gpu and paper grids only)"
 _claims(
     Claim('margins.thm41', where='Theorem 4.1 (Eq. 6), proof in App. A.1',
           sentence='The margins $(m_1, m_2)$ scale the gradient with respect to an angle $\\theta_{ij}$ by '
@@ -3192,8 +3263,8 @@ _claims(
                           '[0, 1], θ from 1e-6 to π − 1e-6',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_2,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       'the claim); {} is the share of well-conditioned cases'),
             Part("angle level: Thm. 4.1's product vs autograd ∂L/∂θ: max error scaled by the terms, every case",
@@ -3202,9 +3273,9 @@ _claims(
                  compares='the same grid, all cases',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_2),
+                 margin=_MARGINS_MARGIN_3,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_4),
             Part('embedding level: through ∇θ vs autograd ∂L/∂zᵢ: max rel. err over the {} of cases with κ ≤ '
                  '1e+06',
                  'decides', ('Check',),
@@ -3214,8 +3285,8 @@ _claims(
                           '0.5, m₂ = 0.4, β ∈ {0.5, 1, 2}, norms 1e-3…1e3, three angle regimes',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_2,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       'the claim); an extension of ours (the paper states the angle level only)'),
             Part('embedding level: through ∇θ vs autograd ∂L/∂zᵢ: max error scaled by the terms, every case',
@@ -3224,9 +3295,9 @@ _claims(
                  compares='the same embedding grid, all cases',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_2),
+                 margin=_MARGINS_MARGIN_3,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_4),
           )),
     Claim('margins.lemma42', where='Lemma 4.2, proof in App. A.2 (Eqs. 18-27)',
           sentence='If $\\beta$ equals one and $p_{ij}$ is either zero or one, $(p_{ij} - \\beta q_{ij}) / '
@@ -3248,8 +3319,10 @@ _claims(
                           '{0.1, 0.4, 1.6}, m₂ = 0, one-hot p, β = 1',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
+                 margin='numerical: the statement is an identity; TOL = 1e-8 sits ≥ 90× above float64 '
+                        'rounding (ε·κ ≤ 1.1e-10 where κ ≤ 1e6), so a miss beyond it refutes the statement; '
+                        "it fails as 'corrected'",
+                 scale=_MARGINS_SCALE_2,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); Check(fails='corrected'): a failure marks the statement corrected, never "
                       'differ'),
@@ -3261,9 +3334,9 @@ _claims(
                  compares="the lemma's middle form against autograd, the same grid",
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_3),
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_5),
             Part('Σexp(δ̃)/Σexp(δ) vs the autograd ratio, every entry: max error scaled by the terms, every '
                  'case',
                  'decides', ('Check',),
@@ -3271,27 +3344,27 @@ _claims(
                  compares='the same grid, all cases',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_2),
+                 margin=_MARGINS_MARGIN_3,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_4),
             Part('the last form with q̃ (proof Eq. 26): max rel. err over the {} of cases with κ ≤ 1e+06',
                  'decides', ('Check',),
                  quantity="max relative error of the proof's Eq. 26 (with q̃_il) against the autograd ratio",
                  compares="the proof's form against autograd, the same grid",
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_3),
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_5),
             Part('the last form with q̃ (proof Eq. 26): max error scaled by the terms, every case',
                  'decides', ('Check',),
                  quantity='relative error over κ, every case',
                  compares='the same grid, all cases',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_2),
+                 margin=_MARGINS_MARGIN_3,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_4),
           )),
     Claim('margins.lemma43', where='Lemma 4.3 (Eq. 7), proof in App. A.3 (Eqs. 28-44)',
           sentence='If $\\beta$ is 1 and $p_{ij}$ is either zero or one, $\\partial \\mathcal{L}_i / '
@@ -3308,9 +3381,9 @@ _claims(
                           '∈ {0.1, 0.4, 1.6}, m₂ = 0.7, one-hot p, β = 1',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_3),
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_5),
             Part('1/(1 − (1 − η)q̃ₗ) vs the autograd ratio, every entry: max error scaled by the terms, '
                  'every case',
                  'decides', ('Check',),
@@ -3318,9 +3391,9 @@ _claims(
                  compares='the same grid, all cases',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
-                 note=_MARGINS_NOTE_2),
+                 margin=_MARGINS_MARGIN_3,
+                 scale=_MARGINS_SCALE_2,
+                 note=_MARGINS_NOTE_4),
           )),
     Claim('margins.lemma44', where='Lemma 4.4, proof in App. A.4 (Eqs. 45-47)',
           sentence='As $m_2$ approaches infinity and $\\beta$ is 1, $\\lim_{m_2 \\rightarrow \\infty} '
@@ -3335,8 +3408,8 @@ _claims(
                           'p, β = 1: each m₂ against the previous',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
+                 margin=_MARGINS_MARGIN_6,
+                 scale=_MARGINS_SCALE_2,
                  note='Check.flag (agree/differ); monotonicity is a condition of ours, the lemma states only '
                       'the limit'),
             Part('max rel. gap at m₂ = 64', 'decides', ('Check',),
@@ -3344,8 +3417,10 @@ _claims(
                  compares='m₂ = 64 against the limit, τ ∈ {0.25, 1}',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_1,
+                 margin='ours: because the lemma is a limit, and m₂ = 64 with 1e-8 is where we read it (the '
+                        'paper gives no number for it): the part can agree, be corrected or be inconclusive, '
+                        'never differ',
+                 scale=_MARGINS_SCALE_2,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       'the claim); m₂ grid fixed in the notebook cell, the same at every profile'),
           )),
@@ -3362,8 +3437,8 @@ _claims(
                  compares="Eq. 14's maps against autograd on the (θ, q) grid, τ = 0.25, β = 1",
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_7,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); holds → 'rebuilt'"),
             Part('positive: (1 − q⁺)·sin θ⁺/τ falls as q⁺ → 1, at every θ⁺', 'decides', ('Check',),
@@ -3371,16 +3446,16 @@ _claims(
                  compares='each q row against the next, every θ⁺',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_6,
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt', fails → 'differ'"),
             Part('negative: q⁻·sin θ⁻/τ falls as q⁻ → 0, at every θ⁻', 'decides', ('Check',),
                  quantity='sign of the step in q of the negative map',
                  compares='each q row against the next, every θ⁻',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_6,
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
           )),
     Claim('margins.fig2', where='Figure 2 and §4.1',
@@ -3407,8 +3482,8 @@ _claims(
                  compares='two closed forms of the ratio on the (θ⁺, q̃⁺) grid, m₁ = 0.4, τ = 0.25, β = 1',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_7,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); a guard of the map's code, holds → 'rebuilt'"),
             Part('sin(θ⁺+m₁)/sin θ⁺ falls as θ⁺ widens', 'decides', ('Check',),
@@ -3416,32 +3491,33 @@ _claims(
                  compares='each θ⁺ column against the next',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_6,
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
             Part('the ratio peaks at θ⁺ = (π − m₁)/2 (± 2 grid steps) in every q̃⁺ row', 'decides', ('Check',),
                  quantity='argmax over θ⁺ of the ratio, per q̃⁺ row with q̃⁺ ≥ 0.05',
                  compares='the argmax against (π − m₁)/2, 2 grid steps allowed',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin="numerical: the paper's centre, to our grid's resolution (± 2 grid steps)",
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
             Part('the ratio rises as q̃⁺ → 1 at every θ⁺ < π − m₁/2 − 0.05', 'decides', ('Check',),
                  quantity='sign of the step in q̃⁺ of the ratio',
                  compares='each q̃⁺ row against the next, only left of the green line',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin="numerical: the paper's property, away from the line where the ratio is 1 by 0.05 "
+                        '(there rounding decides the sign)',
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'; the region right of the green line is excluded"),
             Part('the ratio is 1 on θ⁺ = π − m₁/2 (> 1 left of it, < 1 right of it)', 'decides', ('Check',),
                  quantity="the ratio's side of 1 on each side of θ⁺ = π − m₁/2 (one grid step spared)",
                  compares='the map against 1',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_6,
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
           )),
     Claim('margins.fig8', where='Figure 8 and App. B',
@@ -3460,8 +3536,8 @@ _claims(
                           '0.25, 0.5} (τ ours)',
                  direction='at most',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_1,
+                 scale=_MARGINS_SCALE_7,
                  note='bound TOL = 1e-8 (float64 relative error, ours: numerical agreement, not a margin on '
                       "the claim); holds → 'rebuilt'"),
             Part('ratio 1 on θ⁺ = π − m₁/2, > 1 left of it, < 1 right of it (every panel)',
@@ -3470,8 +3546,8 @@ _claims(
                  compares='every panel against 1',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin=_MARGINS_MARGIN_6,
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
             Part('centre of emphasis at θ⁺ = (π − m₁)/2 ± 2 grid steps (every panel and q̃⁺ row), so it '
                  'lowers as m₁ grows',
@@ -3480,8 +3556,8 @@ _claims(
                  compares='the argmax against (π − m₁)/2; the m₁ grid ascending',
                  direction='holds',
                  effect=None,
-                 margin=None,
-                 scale=_MARGINS_SCALE_4,
+                 margin="numerical: the paper's centre, to our grid's resolution (± 2 grid steps)",
+                 scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
           )),
     Claim('margins.table1', where='Table 1 and §5.5',
@@ -3499,7 +3575,7 @@ _claims(
                           'against α = 0, per dataset',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
+                 margin=_MARGINS_MARGIN_8,
                  scale='gpu, paper (cpu: not trained); smoke is a code test. TOST with a margin of ours: can '
                        'agree, never differ',
                  note="side 'upper' (gain < 1 point); EFFECTS registers Table 1's largest |α − α 0| per "
@@ -3509,7 +3585,7 @@ _claims(
                  compares='each type and α > 0 against α = 0, per dataset',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
+                 margin=_MARGINS_MARGIN_8,
                  scale='gpu, paper (cpu: not trained); smoke is a code test. TOST with a margin of ours: can '
                        'agree, never differ',
                  note="side 'upper'"),
@@ -3519,7 +3595,7 @@ _claims(
                  direction='within',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table1 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -3543,108 +3619,108 @@ _claims(
             ),
           parts=(
             Part('{}: MoCo v3 + pos − MoCo v3 (lr ×1)', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + pos. (Table 6's s for the dataset's column) against MoCo v3, both at "
                           "the paper's rate",
                  direction='more',
                  effect="EFFECTS: <column>: MoCo v3 + pos − MoCo v3 (column = the dataset's role "
                         "C-10/C-100/STL/TIN; the digits take C-10's)",
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: MoCo v3 + pos&curv − MoCo v3 (lr ×1)', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + pos. & curv. (Table 7's s, c) against MoCo v3, both at the paper's rate",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − MoCo v3',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: MoCo v3 + margins − MoCo v3', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + margins (Table 5's m₁, m₂) against MoCo v3",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + margins − MoCo v3',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: MoCo v3 + ratio − MoCo v3', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + ratio (Table 8's m₁) against MoCo v3",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + ratio − MoCo v3',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: MoCo v3 + pos − + margins', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares='MoCo v3 + pos. against MoCo v3 + margins',
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos − + margins',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: MoCo v3 + pos − + ratio', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares='MoCo v3 + pos. against MoCo v3 + ratio',
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos − + ratio',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: SimCLR + margins − SimCLR', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares='SimCLR + margins against SimCLR',
                  direction='more',
                  effect='EFFECTS: <column>: SimCLR + margins − SimCLR',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: SimCLR + ratio − SimCLR', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares='SimCLR + ratio against SimCLR',
                  direction='more',
                  effect='EFFECTS: <column>: SimCLR + ratio − SimCLR',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('{}: SimCLR + pos − SimCLR', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="SimCLR + pos. (Table 6's s) against SimCLR",
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
+                 margin=_MARGINS_MARGIN_8,
                  scale='gpu: CIFAR-10/100 and STL-10, ResNet-18, 5 epochs raised to ≥ 1,000 steps, up to 5 '
                        'seeds; paper: 200 epochs, CIFAR-10/100, STL-10, Tiny-ImageNet, 3 seeds; TOST with a '
                        'margin of ours: can agree, never differ',
                  note="side 'upper' (gain < 1 point): can agree, never differ"),
             Part('{}: BYOL + curv − BYOL', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="BYOL + curv. (Table 7's c) against BYOL",
                  direction='more',
                  effect='EFFECTS: <column>: BYOL + curv − BYOL',
                  margin=None,
-                 scale=_MARGINS_SCALE_8),
+                 scale=_MARGINS_SCALE_11),
             Part('margins.table2: not trained at the {} scale', 'decides', ('Untested',),
                  quantity="placeholder for every part of margins.table2: linear-probe gains of Table 2's rows",
                  compares='nothing (no runs at this profile)',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table2 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
             Part('{}: MoCo v3 + pos − MoCo v3 (lr ×{})', 'control', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + pos. at the paper's rate against MoCo v3 at another rate of our lr grid "
                           '(m_lr_factors 1,5: ×5)',
                  direction='shown',
                  effect='EFFECTS: <column>: MoCo v3 + pos − MoCo v3 (passed to the control; Shown never '
                         'decides)',
                  margin=None,
-                 scale=_MARGINS_SCALE_8,
+                 scale=_MARGINS_SCALE_11,
                  note='Shown: printed beside the claim, never deciding'),
             Part('{}: MoCo v3 + pos&curv − MoCo v3 (lr ×{})', 'control', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_7,
+                 quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + pos. & curv. at the paper's rate against MoCo v3 at another rate of our "
                           'grid',
                  direction='shown',
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − MoCo v3 (passed to the control)',
                  margin=None,
-                 scale=_MARGINS_SCALE_8,
+                 scale=_MARGINS_SCALE_11,
                  note='Shown: never deciding'),
           )),
     Claim('margins.table3', where='Table 3 and §5.6',
@@ -3660,34 +3736,34 @@ _claims(
             ),
           parts=(
             Part('{}: MoCo v3 + pos − MoCo v3', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_9,
+                 quantity=_MARGINS_QUANTITY_12,
                  compares="MoCo v3 + pos. against MoCo v3, per transfer pair (source's Table 6 s)",
                  direction='more',
                  effect='EFFECTS: <pair column>: MoCo v3 + pos − MoCo v3 where the pair is a paper column '
                         "(C-100 → C-10, …); null for the digits' halves",
                  margin=None,
-                 scale=_MARGINS_SCALE_10),
+                 scale=_MARGINS_SCALE_13),
             Part('{}: MoCo v3 + ratio − MoCo v3', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_9,
+                 quantity=_MARGINS_QUANTITY_12,
                  compares='MoCo v3 + ratio against MoCo v3, per pair',
                  direction='more',
                  effect='EFFECTS: <pair column>: MoCo v3 + ratio − MoCo v3, or null',
                  margin=None,
-                 scale=_MARGINS_SCALE_10),
+                 scale=_MARGINS_SCALE_13),
             Part('{}: SimCLR + ratio − SimCLR', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_9,
+                 quantity=_MARGINS_QUANTITY_12,
                  compares='SimCLR + ratio against SimCLR, per pair',
                  direction='more',
                  effect='EFFECTS: <pair column>: SimCLR + ratio − SimCLR, or null',
                  margin=None,
-                 scale=_MARGINS_SCALE_10),
+                 scale=_MARGINS_SCALE_13),
             Part('margins.table3: not trained at the {} scale', 'decides', ('Untested',),
                  quantity='placeholder for every part of margins.table3: transfer gains of Table 3',
                  compares='nothing (no runs at this profile)',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table3 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -3721,7 +3797,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.table4 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -3740,7 +3816,7 @@ _claims(
             ),
           parts=(
             Part("MoCo v3 rises: s 20 − s 1, at the paper's rate", 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares="MoCo v3 at s = 20 against s = 1, both at the paper's lr",
                  direction='more',
                  effect='EFFECTS: MoCo v3 s 20 − s 1 (1.25, Table 2 CIFAR-10 + pos. − MoCo; Fig. 3 is figure '
@@ -3749,7 +3825,7 @@ _claims(
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test'),
             Part('MoCo v3 falls: s 20 − s {}', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='MoCo v3 at s = 20 against each larger s of the grid (gpu, paper: 160)',
                  direction='more',
                  effect='EFFECTS: MoCo v3 s 20 − a larger s (value None: figure only, never differ)',
@@ -3775,12 +3851,12 @@ _claims(
                  scale="no profile: every profile's grid has s 1 and 20",
                  note='matched no label: produced only with a custom s_values lacking 1 or 20'),
             Part('SimCLR flat: s {} − s 1', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='SimCLR at each s > 1 of its grid (smoke, cpu 2.5; gpu, paper 1.125, 2.5) against '
                           's = 1',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
+                 margin=_MARGINS_MARGIN_8,
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test; TOST '
                        'with a margin of ours: can agree, never differ',
@@ -3795,7 +3871,7 @@ _claims(
                  note="matched no label: every profile's s_values_simclr has an s above 1"),
             Part('MoCo v3: s 20 (lr ×1) − s 1 (lr ×{}), the baseline at another rate',
                  'control', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares="MoCo v3 s = 20 at the paper's rate against s = 1 at another rate of our grid (×5)",
                  direction='shown',
                  effect='EFFECTS: MoCo v3 s 20 − s 1 (passed to the control; Shown never decides)',
@@ -3838,7 +3914,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.fig4 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -3852,7 +3928,7 @@ _claims(
             ),
           parts=(
             Part('{}: c 0.333 − no curvature', 'decides', ('Comparison',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares="each method at s = 1 with the grid's smallest c (1/3) against no curvature",
                  direction='less',
                  effect='EFFECTS: smallest c − no curvature (value None: figure only, never differ)',
@@ -3860,53 +3936,53 @@ _claims(
                  scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
                        '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test'),
             Part('{}: c 0.5 − no curvature', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 0.5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
-                 scale=_MARGINS_SCALE_12,
-                 note=_MARGINS_NOTE_13),
+                 margin=_MARGINS_MARGIN_8,
+                 scale=_MARGINS_SCALE_15,
+                 note=_MARGINS_NOTE_16),
             Part('{}: c 0.7 − no curvature', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 0.7 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
-                 scale=_MARGINS_SCALE_12,
+                 margin=_MARGINS_MARGIN_8,
+                 scale=_MARGINS_SCALE_15,
                  note="side 'both'"),
             Part('{}: c 1 − no curvature', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 1 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
-                 scale=_MARGINS_SCALE_12,
+                 margin=_MARGINS_MARGIN_8,
+                 scale=_MARGINS_SCALE_15,
                  note="side 'both'"),
             Part('{}: c 1.5 − no curvature', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 1.5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
-                 scale=_MARGINS_SCALE_12,
+                 margin=_MARGINS_MARGIN_8,
+                 scale=_MARGINS_SCALE_15,
                  note="side 'both'"),
             Part('{}: c 2.5 − no curvature', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 2.5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
-                 scale=_MARGINS_SCALE_12,
-                 note=_MARGINS_NOTE_13),
+                 margin=_MARGINS_MARGIN_8,
+                 scale=_MARGINS_SCALE_15,
+                 note=_MARGINS_NOTE_16),
             Part('{}: c 5 − no curvature', 'decides', ('Equivalence',),
-                 quantity=_MARGINS_QUANTITY_11,
+                 quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 5 against no curvature (c = ∞)',
                  direction='within',
                  effect=None,
-                 margin=_MARGINS_MARGIN_5,
-                 scale=_MARGINS_SCALE_12,
-                 note=_MARGINS_NOTE_13),
+                 margin=_MARGINS_MARGIN_8,
+                 scale=_MARGINS_SCALE_15,
+                 note=_MARGINS_NOTE_16),
             Part('negligible for larger c: not tested, the grid has only c 0.333', 'decides', ('Untested',),
                  quantity='placeholder for the within-one-point parts',
                  compares='nothing: one c in the grid',
@@ -3965,7 +4041,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.fig6 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),
@@ -4011,7 +4087,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_MARGINS_SCALE_6,
+                 scale=_MARGINS_SCALE_9,
                  note='judge_untrained / untrained_report; produced where the profile does not train '
                       'margins.fig7 (cpu, cpu-long for every trained ID but Figs. 3 and 5; gpu for Fig. 7; '
                       'table4 everywhere without data_path_in1k)'),

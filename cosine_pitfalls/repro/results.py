@@ -214,7 +214,7 @@ class SectionRun:
                              "paper's effect, or the scale the claim needs)")
         # every part as registered from the paper's sentence before any run (paper.CLAIMS): a deciding part is the
         # paper's comparison, a control of ours is shown; anything else is refused before a file is written
-        for p in judged.parts: claim_part(id, p.label, 'decides', type(p).__name__)
+        for p in judged.parts: claim_part(id, p.label, 'decides', type(p).__name__, getattr(p, 'fails', None))
         for s in judged.shown: claim_part(id, s.label, 'control', type(s.part).__name__)
         files = ([f'results/{id}.nc', f'tables/{id}.csv', f'tables/{id}.md']
                  + ([f'figures/{id}.png'] if fig is not None else []))

@@ -25,7 +25,8 @@ VERDICT_RULE = {
     'agree': "the paper's statement, as printed, holds in our run",
     'corrected': 'the printed statement is wrong; the notebook derives a corrected form, and that holds',
     'differ': 'our run contradicts the claim: a paired test over seeds rejects it at 5 % per claim (Holm across '
-              'its parts, not below one test image) where the part is testable, or a deterministic check fails',
+              'its parts, not below one test image) where the part is testable, or a deterministic check fails '
+              "against the paper's own bound or an exact statement's rounding (a bound of ours never makes a differ)",
     'inconclusive': 'the effect lies within noise, or the scale we ran cannot test it (the ours line says which)',
     'rebuilt': 'recomputed from a closed form or an identity, so it cannot come out otherwise',
 }
