@@ -1,6 +1,6 @@
 """The installed `cosine-pitfalls` CLI running notebooks: failures, interruption, sections 4-5 (kills: test_kills.py).
 (Split from test_cli.py so that `make test`'s parallel workers, a file each, get similar shares.)"""
-import json, os, shutil, signal, subprocess, time
+import json, os, re, shutil, signal, subprocess, time
 from pathlib import Path
 
 import pytest
@@ -111,6 +111,23 @@ def test_section4_trains_through_the_runner(smoke, smoke_copy):
     r2 = run_main('reproduce', '--profile', 'smoke', '--only', 'directclr.subvector', 'directclr.fig12', '--out',
                   smoke_copy, '--quiet')
     assert r2.returncode == 0 and len(read_json(smoke_copy/'manifest.json')['runs']) == n, r2.stderr
+
+
+@pytest.mark.parametrize('nb', [f[:-6] for f in NOTEBOOKS if f[:2] in ('01', '02', '03', '04', '05')])
+def test_the_verdicts_stand_under_the_claims(smoke, nb):
+    """An executed section notebook (what JupyterLab opens) shows the table of its verdicts right under the claims:
+    the last cell's `GLANCE.update` filled the placeholder at the top with one row per result ID and its verdict."""
+    out, _ = smoke
+    cells = read_json(out/'runs'/f'{nb}.smoke.ipynb')['cells']
+    heads = [''.join(c['source']).split('\n')[0] for c in cells[1:3]]
+    assert heads == ['## The claims', '## Results at a glance'], heads
+    (o,) = cells[3]['outputs']
+    text = ''.join(o['data']['text/plain'])
+    assert 'appear here once' not in text, text
+    for i in notebook_ids(f'{nb}.ipynb'):
+        s = read_json(out/'results'/f'{i}.json')
+        label = s['verdict'] + (' (fragile)' if s['fragile'] else '')
+        assert re.search(rf'^{re.escape(i)}\s+{re.escape(label)}\s', text, re.M), (i, label, text[:800])
 
 
 def test_section5_prototypes_margins_through_the_runner(smoke, smoke_copy):
