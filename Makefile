@@ -70,6 +70,7 @@ null-breaks: setup
 bench: setup
 	$(BIN)/python benchmarks/toy_sweep.py --out outputs/benchmarks
 	$(BIN)/python benchmarks/train_throughput.py --out outputs/benchmarks
+	$(BIN)/python benchmarks/run_io.py --out outputs/benchmarks
 	$(BIN)/python benchmarks/import_time.py --out outputs/benchmarks
 
 # README.md mirrors nbs/index.ipynb (no Quarto here for nbdev_readme)

@@ -2268,5 +2268,7 @@ d = { 'settings': { 'branch': 'main',
                                        'cosine_pitfalls.utils.get_device': ('library/utils.html#get_device', 'cosine_pitfalls/utils.py'),
                                        'cosine_pitfalls.utils.params_hash': ('library/utils.html#params_hash', 'cosine_pitfalls/utils.py'),
                                        'cosine_pitfalls.utils.pid_alive': ('library/utils.html#pid_alive', 'cosine_pitfalls/utils.py'),
+                                       'cosine_pitfalls.utils.read_nc': ('library/utils.html#read_nc', 'cosine_pitfalls/utils.py'),
                                        'cosine_pitfalls.utils.set_seed': ('library/utils.html#set_seed', 'cosine_pitfalls/utils.py'),
-                                       'cosine_pitfalls.utils.stale_tmp': ('library/utils.html#stale_tmp', 'cosine_pitfalls/utils.py')}}}
+                                       'cosine_pitfalls.utils.stale_tmp': ('library/utils.html#stale_tmp', 'cosine_pitfalls/utils.py'),
+                                       'cosine_pitfalls.utils.write_nc3': ('library/utils.html#write_nc3', 'cosine_pitfalls/utils.py')}}}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .utils import atomic_path
+from .utils import atomic_path, read_nc
 
 # %% auto #0
 __all__ = ['RESULT', 'FIGSIZE', 'DPI', 'NOT_COMPARED', 'CLASSES', 'STYLES', 'NOTE_COLOR', 'PANELS', 'Panel', 'load_run',
@@ -103,7 +103,7 @@ def _needs(*mods: str) -> None:
     for m in mods:
         try: importlib.import_module(m)
         except ImportError as e:
-            raise ImportError(f"plotting a run needs {m} (and h5netcdf to read run.nc): pip install "
+            raise ImportError(f"plotting a run needs {m} (and scipy to read run.nc): pip install "
                               f"'cosine_pitfalls[repro]' or pip install {m}") from e
 
 def load_run(run_dir: str | Path,  # a run's folder: train's out_dir, holding run.nc
@@ -116,8 +116,8 @@ def load_run(run_dir: str | Path,  # a run's folder: train's out_dir, holding ru
         why = ('the run has not finished (its checkpoint.pt is there: resume it with the same command)'
                if (d/'checkpoint.pt').exists() else "not a run's folder (train's out_dir)")
         raise ValueError(f"{d}: no {RESULT}: {why}")
-    _needs('xarray'); import xarray as xr
-    try: ds = xr.load_dataset(f, engine='h5netcdf')
+    _needs('xarray', 'scipy'); import xarray as xr
+    try: ds = read_nc(f)
     except Exception:
         raise ValueError(f"{f}: damaged: does not open as netCDF (expected train's run history)") from None
     try: cfg = json.loads(ds.attrs['config'])

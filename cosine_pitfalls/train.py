@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .utils import (atomic_path, atomic_write_text, check_choice, check_positive, get_device,
-                                   params_hash, stale_tmp)
+                                   params_hash, read_nc, stale_tmp, write_nc3)
 from .data import (AUG_PRESETS, DATASETS, DEFAULT_SIZES, eval_images, labelled_mask, load_dataset,
                                   make_views)
 from .diagnostics import (ALPHA_REQ_RANKS, LIDAR_DELTA, LIDAR_EPS, METRICS, RANKME_EPS,
@@ -491,7 +491,7 @@ def run_ids(out: Path) -> dict[str, str | None]:
         except (OSError, ValueError, KeyError, TypeError): raise _damaged(out/CONFIG, 'not a run config') from None
     if (out/RESULT).exists():
         try:
-            with xr.open_dataset(out/RESULT, engine='h5netcdf') as ds: ids[RESULT] = ds.attrs.get('run_id')
+            ids[RESULT] = read_nc(out/RESULT).attrs.get('run_id')
         except Exception: raise _damaged(out/RESULT, 'does not open as netCDF') from None
     if (out/CHECKPOINT).exists(): ids[CHECKPOINT] = read_checkpoint(out/CHECKPOINT).get('run_id')
     return ids
@@ -563,7 +563,7 @@ def train(cfg: TrainConfig,            # the run (validated)
     old_threads = torch.get_num_threads()
     try:
         if out is not None and (out/RESULT).exists():
-            done = xr.load_dataset(out/RESULT, engine='h5netcdf')
+            done = read_nc(out/RESULT)
             if done.attrs.get('run_id') == cfg.run_id(): return done
         if cfg.threads: pin_threads(cfg.threads)
         torch.set_flush_denormal(True)  # weights decayed towards 0 make denormals, which run ~2x slower on CPUs
@@ -778,7 +778,7 @@ def _finish(r: _RunState) -> xr.Dataset:
     if r.out is not None and r.rank == 0:
         config = dict(run_id=cfg.run_id(), **asdict(cfg))
         atomic_write_text(r.out/CONFIG, json.dumps(config, indent=1, default=str))
-        with atomic_path(r.out/RESULT) as tmp: ds.to_netcdf(tmp, engine='h5netcdf')
+        with atomic_path(r.out/RESULT) as tmp: write_nc3(ds, tmp)   # netCDF-3: a run's many small variables, fast
     return ds
 
 def _train(cfg, data, rank, world, dev, out, stop_after=None, choices=None):
@@ -813,7 +813,7 @@ def _finished(cfg: TrainConfig) -> bool:
     "Whether the run's folder holds its finished result (same run id)."
     f = Path(cfg.out_dir)/RESULT
     if not f.exists(): return False
-    with xr.open_dataset(f, engine='h5netcdf') as ds: return ds.attrs.get('run_id') == cfg.run_id()
+    return read_nc(f).attrs.get('run_id') == cfg.run_id()
 
 def _run_one(kw: dict) -> str:
     "Train one sweep run in this process (for the worker pool); returns its result path."
@@ -889,7 +889,7 @@ def sweep(base: TrainConfig,            # the settings every run shares
                 pass
     parts = []
     for point, c in runs:
-        ds = xr.load_dataset(Path(c.out_dir)/RESULT, engine='h5netcdf')
+        ds = read_nc(Path(c.out_dir)/RESULT)
         for k in OUTCOME: ds[k] = ds.attrs.get(k, np.nan)
         parts.append(ds.expand_dims({k: [v] for k, v in point.items()}))
     # data_vars='minimal': an outcome is not broadcast over epochs; 'outer': runs of other widths are NaN-padded

@@ -14,7 +14,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['check_choice', 'check_positive', 'set_seed', 'get_device', 'current_umask', 'atomic_path', 'atomic_paths',
-           'atomic_write_text', 'pid_alive', 'stale_tmp', 'params_hash']
+           'atomic_write_text', 'pid_alive', 'stale_tmp', 'write_nc3', 'read_nc', 'params_hash']
 
 # %% ../nbs/library/09_utils.ipynb #b1dc94f2
 def check_choice(name: str,      # parameter name, as the user wrote it
@@ -140,6 +140,23 @@ def stale_tmp(folder: str | Path,       # where to look
         if m and f.is_file() and (int(m.group(1)) == os.getpid() or not pid_alive(int(m.group(1)))):
             f.unlink(missing_ok=True); gone.append(f)
     return gone
+
+# %% ../nbs/library/09_utils.ipynb #b0448693
+def write_nc3(ds,                # an xarray Dataset
+              path: str | Path,  # where to write (a temporary of `atomic_path`, for an atomic write)
+             ) -> None:
+    "Write `ds` as netCDF-3 with 64-bit offsets (scipy's writer): integers as int32, refused where one does not fit."
+    ds.to_netcdf(path, engine='scipy', format='NETCDF3_64BIT')
+
+def read_nc(path: str | Path):   # a netCDF-3 file of `write_nc3`, or an HDF5 netCDF-4 one
+    "The dataset at `path`, loaded into memory, its int32 variables and attributes int64 again (as they were written)."
+    import numpy as np, xarray as xr
+    ds = xr.load_dataset(path)                       # the engine from the file's signature: scipy or h5netcdf
+    wide = {k: v.astype(np.int64) for k, v in ds.variables.items() if v.dtype == np.int32}
+    if wide: ds = ds.assign_coords({k: v for k, v in wide.items() if k in ds.coords}).assign(
+        {k: v for k, v in wide.items() if k not in ds.coords})
+    ds.attrs = {k: np.int64(v) if isinstance(v, np.int32) else v for k, v in ds.attrs.items()}
+    return ds
 
 # %% ../nbs/library/09_utils.ipynb #a6aaaeb6
 def params_hash(params: dict,  # JSON-serializable parameters of a run

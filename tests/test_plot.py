@@ -7,6 +7,7 @@ import pytest
 
 import cosine_pitfalls
 from cosine_pitfalls.plot import load_run, main_plot, plot_run
+from cosine_pitfalls.utils import read_nc
 
 SRC = str(Path(cosine_pitfalls.__file__).parent.parent)   # the package these tests import, not another install
 
@@ -112,8 +113,7 @@ def test_without_matplotlib_it_says_what_to_install(runs, tmp_path, monkeypatch,
 
 def test_an_older_or_collapsed_run_draws_what_it_has(runs, tmp_path):
     "A run without LiDAR, RankMe and α-ReQ and with the centred rank under its old name; a run train called collapsed."
-    import xarray as xr
-    ds = xr.load_dataset(runs/'plain'/'run.nc', engine='h5netcdf')
+    ds = read_nc(runs/'plain'/'run.nc')
     old = ds.drop_vars(['z_erank_centered', 'r_erank_centered', 'z_lidar', 'z_rankme', 'r_rankme', 'z_alpha_req',
                         'r_alpha_req']).sel(epoch=[1, 2])
     (tmp_path/'old').mkdir(); old.to_netcdf(tmp_path/'old'/'run.nc', engine='h5netcdf')

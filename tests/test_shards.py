@@ -9,6 +9,7 @@ import pytest
 import xarray as xr
 
 from conftest import run_main
+from cosine_pitfalls.utils import read_nc
 
 pytest.importorskip('submitit')
 
@@ -19,7 +20,7 @@ def datasets(folder: Path) -> dict:
     "run id -> its run.nc without timings and attrs (times, dates), under a reproduction's training/04_directclr."
     out = {}
     for f in sorted((folder/'training'/'04_directclr'/'runs').glob('*/run.nc')):
-        ds = xr.load_dataset(f, engine='h5netcdf')
+        ds = read_nc(f)
         out[f.parent.name] = ds.drop_vars([v for v in ds.data_vars if 'second' in v]).drop_attrs()
     return out
 
@@ -69,7 +70,7 @@ def test_cancelled_shard_resubmitted_resumes_bit_for_bit(tmp_path):
     a, b = datasets(straight), datasets(out)
     assert list(a) == list(b) == [run_dir.name]
     xr.testing.assert_identical(a[run_dir.name], b[run_dir.name])
-    ds = xr.load_dataset(run_dir/'run.nc', engine='h5netcdf')   # resumed, not restarted: those epochs' own timings
+    ds = read_nc(run_dir/'run.nc')   # resumed, not restarted: those epochs' own timings
     assert [float(ds.epoch_seconds.sel(epoch=e)) for e in done] == list(done.values())
 
 
@@ -157,5 +158,5 @@ def test_a_ddp_job_of_two_local_tasks_trains_as_torchrun_does(tmp_path, monkeypa
     assert list(a) == list(b) == [Path(r.kw['out_dir']).name]
     xr.testing.assert_identical(a[Path(r.kw['out_dir']).name], b[Path(r.kw['out_dir']).name])
     for folder in (job_out, run_out):
-        ds = xr.load_dataset(next((folder/'training'/'04_directclr'/'runs').glob('*/run.nc')), engine='h5netcdf')
+        ds = read_nc(next((folder/'training'/'04_directclr'/'runs').glob('*/run.nc')))
         assert ds.attrs['world_size'] == 2 and ds.sizes['epoch'] == 3, ds.attrs
