@@ -534,7 +534,9 @@ def judge_table1(t: xr.Dataset,        # Table 1's runs of one dataset: dims mod
         if best in lams and 0.0 in lams and acc_ok:
             parts.append(judge_claim(A(m, best), A(m, 0.0), +1, f'{key} [{name}' + (
                 f'; headroom 1 − {headroom_name}' if headroom is not None else '') + ']', resolution=resolution,
-                                     paper=effect_of(ID, key), headroom=headroom))
+                                     # the paper's effects are k-nn: carried only where the kNN is judged
+                                     paper=effect_of(ID, key) if acc == 'final_knn_top1' else None,
+                                     headroom=headroom))
         else: parts.append(Untested(key, f'λ {best:g} not trained' if best not in lams else
                                     'runs shorter than the 1,000 steps an accuracy claim needs'))
     return judge_all(parts)
