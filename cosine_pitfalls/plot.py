@@ -116,7 +116,7 @@ def load_run(run_dir: str | Path,  # a run's folder: train's out_dir, holding ru
         why = ('the run has not finished (its checkpoint.pt is there: resume it with the same command)'
                if (d/'checkpoint.pt').exists() else "not a run's folder (train's out_dir)")
         raise ValueError(f"{d}: no {RESULT}: {why}")
-    _needs('xarray', 'scipy'); import xarray as xr
+    _needs('xarray', 'scipy')                     # read_nc reads it
     try: ds = read_nc(f)
     except Exception:
         raise ValueError(f"{f}: damaged: does not open as netCDF (expected train's run history)") from None
