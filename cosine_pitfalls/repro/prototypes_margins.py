@@ -1011,10 +1011,12 @@ def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lr
                          resolution: dict,  # dataset -> one test image, in points
                          roles: dict | None = None,  # dataset -> the paper's column (default: its natural one)
                         ) -> Judgement:
-    """margins Table 2, for every dataset column: MoCo v3 + pos. and + pos. & curv. beat MoCo v3 (at the paper's
-    rate; MoCo v3 at the other rates of our lr grid is shown beside, never deciding); + margins and + ratio beat MoCo v3 (the paper's rate); + pos. beats + margins and
-    + ratio; SimCLR + margins and + ratio beat SimCLR, and SimCLR + pos. gains less than a point; BYOL + curv.
-    beats BYOL."""
+    """margins Table 2, for every dataset column, as its sentences compare: MoCo v3 + pos. and + pos. & curv. beat
+    MoCo v3 at the paper's rate ("the most significant improvement of MoCo"; MoCo v3 at the other rates of our lr
+    grid is shown beside, never deciding); + pos. beats + margins and + ratio; + ratio beats MoCo v3 and SimCLR
+    ("consistently improves"); SimCLR + pos. gains less than a point ("does not significantly improve"). The table's
+    other rows no sentence claims as a gain (+ margins: "other factors can only marginally improve"; BYOL + curv.:
+    "improvements are limited"): shown, never deciding."""
     a, parts = Cells(ds.top1), []
     for d in a.coords('dataset'):
         r, res = margin_role(d, roles), resolution[d]
@@ -1027,11 +1029,11 @@ def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lr
         # the paper's comparison is at its own rate; MoCo v3 at the other rates of our grid is a control of ours
         parts += [gain('moco_v3', v) if f == 1.0 else Shown(gain('moco_v3', v, f=f)) for v in ('pos', 'pos&curv')
                   for f in a.coords('lrf') if a.has(dataset=d, model='moco_v3', variant='base', lrf=f)]
-        parts += [gain('moco_v3', v) for v in ('margins', 'ratio')] + [gain('moco_v3', 'pos', w) for w in
-                                                                     ('margins', 'ratio')]
-        parts += [gain('simclr', v) for v in ('margins', 'ratio')]
+        parts += [gain('moco_v3', 'ratio')] + [gain('moco_v3', 'pos', w) for w in ('margins', 'ratio')]
+        parts += [gain('simclr', 'ratio')]
         parts += [within(A('simclr', 'pos'), A('simclr', 'base'), M_MARGIN, f'{d}: SimCLR + pos − SimCLR', 'upper',
-                         res), gain('byol', 'curv')]
+                         res)]
+        parts += [Shown(gain('moco_v3', 'margins')), Shown(gain('simclr', 'margins')), Shown(gain('byol', 'curv'))]
     return judge_all(parts)
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #5e69bc78
