@@ -1315,10 +1315,14 @@ _claims(
                           '100',
                  direction='more',
                  effect='EFFECTS: {role} {m} @{e}: cut − default, |cut − default| of the printed cell (e.g. '
-                        'C-10 @100: SimCLR 0.039, SimSiam 0.106, BYOL 0.127)',
+                        'C-10 @100: SimCLR 0.039, SimSiam 0.106, BYOL 0.127); carried only for a length the '
+                        "paper ran (C-10: 100, 500 epochs; the others: 100, 300, 500): smoke's 1 and gpu's 8 "
+                        "and 20 epochs carry none and cannot differ (the label says 'a length it did not "
+                        "run')",
                  margin=None,
-                 scale="≥ 2 seeds, detectable effect below the paper's cell; smoke (1 epoch), gpu (8, 20 "
-                       'epochs on CIFAR-10/100), paper (100/300/500)'),
+                 scale="≥ 2 seeds, detectable effect below the paper's cell, a length the paper ran (paper "
+                       'profile); smoke (1 epoch) and gpu (8, 20 epochs on CIFAR-10/100) can agree or be '
+                       'inconclusive, never differ'),
             Part('pitfalls.table3: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
