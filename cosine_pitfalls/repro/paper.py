@@ -1260,7 +1260,10 @@ _claims(
                           'dataset role (IN-100, C-100)',
                  direction='more',
                  effect='EFFECTS: {r} at epoch 1: {m} − simclr — IN-100 SimSiam 0.24, BYOL 0.26; C-100 '
-                        'SimSiam 0.10, BYOL 0.09',
+                        "SimSiam 0.10, BYOL 0.09; carried only on the role's own data (PAPER_DATA: CIFAR-100 "
+                        'for C-100, ImageNet-100 as an image folder for IN-100); a dataset standing in for '
+                        "another role carries none, and a dataset that is the paper's data plays its own "
+                        'column (at gpu CIFAR-100 plays C-100)',
                  margin=None,
                  scale="≥ 2 seeds and a resolution (1/diag pairs) below the paper's effect; smoke and gpu; "
                        'cpu untested'),
@@ -1276,7 +1279,11 @@ _claims(
                  quantity='share of positive pairs at an angle > π/2',
                  compares="each method's share at our epoch ≙ 1 against our epoch ≙ 16",
                  direction='more',
-                 effect='EFFECTS: {r} {m}: share(epoch 1) − share(epoch 16) — 0.02 to 0.27',
+                 effect='EFFECTS: {r} {m}: share(epoch 1) − share(epoch 16) — 0.02 to 0.27; carried only on '
+                        "the role's own data (PAPER_DATA: CIFAR-100 for C-100, ImageNet-100 as an image "
+                        'folder for IN-100); a dataset standing in for another role carries none, and a '
+                        "dataset that is the paper's data plays its own column (at gpu CIFAR-100 plays "
+                        'C-100)',
                  margin=None,
                  scale=_PITFALLS_SCALE_5,
                  note="matched no label: no recorded profile reaches the paper's epoch 16"),
