@@ -205,7 +205,8 @@ CLAIMS = {
 def test_no_false_differ(claim):
     r = null_rates(CLAIMS[claim], DRAWS, seed=25)
     if claim == 'pitfalls.fig4': check_blind(claim, r, "the paper gives no effect in these parts' unit (a figure without a number)")
-    elif claim == 'pitfalls.table3 (20 epochs: a length the paper did not run)': check_blind(claim, r, 'the paper ran no 20-epoch column')
+    elif claim == 'pitfalls.table3 (20 epochs: a length the paper did not run)':
+        check_blind(claim, r, 'the paper ran no 20-epoch column')
     elif claim.startswith('pitfalls.table4 (the digits'): check_blind(claim, r, "ImageNet-100's gaps are not carried onto "
                                                                         "a dataset standing in for it")
     elif claim == 'pitfalls.table5/6 (the digits standing in)': check_blind(claim, r, "the paper's row means are not "
