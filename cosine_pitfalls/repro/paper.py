@@ -1164,7 +1164,9 @@ _claims(
                           'seeds)',
                  direction='less',
                  effect='EFFECTS: {m}: kNN(λ 0.05) at chance — SimCLR 0.44, SimSiam 0.379, BYOL 0.373 (the '
-                        "paper's smallest k-nn gap from λ 0.05's 10.0 to another λ)",
+                        "paper's smallest k-nn gap from λ 0.05's 10.0 to another λ); carried only on the "
+                        "paper's own data, CIFAR-10 (PAPER_DATA['C-10']): on a dataset standing in for it "
+                        '(the digits at smoke, cpu, cpu-long) none, so the part cannot differ',
                  margin=None,
                  scale=_PITFALLS_SCALE_4,
                  note='deciding at cpu-long/gpu/paper; at smoke/cpu the same comparison is a control (Shown) '
@@ -1174,7 +1176,9 @@ _claims(
                  quantity='final kNN top-1 at λ 0.05, minus the chance band',
                  compares="each method's final kNN at λ 0.05 against the chance band",
                  direction='less',
-                 effect='EFFECTS: {m}: kNN(λ 0.05) at chance (printed, never deciding here)',
+                 effect='EFFECTS: {m}: kNN(λ 0.05) at chance (printed, never deciding here); carried only on '
+                        "the paper's own data, CIFAR-10 (PAPER_DATA['C-10']): on a dataset standing in for "
+                        'it (the digits at smoke, cpu, cpu-long) none, so the part cannot differ',
                  margin=None,
                  scale='runs shorter than 1,000 steps (smoke, cpu)'),
             Part('{}: λ 0.05 ends at chance', 'decides', ('Untested',),
@@ -1200,7 +1204,9 @@ _claims(
                           '(consecutive pairs)',
                  direction='more',
                  effect='EFFECTS: {m}: ‖z‖(λ s) − ‖z‖(λ b), the printed ‖z_i‖ differences (e.g. SimCLR λ 0 − '
-                        'λ 5e-6: 2.9; λ 0 − λ 0.005: 16.3); none for a pair the paper did not run',
+                        'λ 5e-6: 2.9; λ 0 − λ 0.005: 16.3); none for a pair the paper did not run; carried '
+                        "only on the paper's own data, CIFAR-10 (PAPER_DATA['C-10']): on a dataset standing "
+                        'in for it (the digits at smoke, cpu, cpu-long) none, so the part cannot differ',
                  margin=None,
                  scale='a pair of λ whose decay exposures γ̄λT/(1−β) differ by ≥ 0.5 (else Untested: the '
                        'larger λ cannot act in our run); ≥ 2 seeds'),
@@ -1209,7 +1215,9 @@ _claims(
                  compares="SimSiam's pre-BN norm at the smaller λ against the next larger λ",
                  direction='more',
                  effect='EFFECTS: simsiam: ‖z‖(λ s) − ‖z‖(λ b), the printed ‖z_i‖ differences (e.g. λ 0 − λ '
-                        '0.005: 30.93)',
+                        "0.005: 30.93); carried only on the paper's own data, CIFAR-10 (PAPER_DATA['C-10']): "
+                        'on a dataset standing in for it (the digits at smoke, cpu, cpu-long) none, so the '
+                        'part cannot differ',
                  margin=None,
                  scale='a pair of λ whose decay exposures γ̄λT/(1−β) differ by ≥ 0.5 (else Untested: the '
                        'larger λ cannot act in our run); ≥ 2 seeds',
@@ -1234,7 +1242,9 @@ _claims(
                         '0.307 (k-nn, as printed); carried only where the judged accuracy is the kNN (the '
                         "paper's k-nn): under our k-fold probe (probe_cv, judged whenever the probe ran, "
                         'folds > 0) it is not in our unit, and the part can agree or be inconclusive, never '
-                        'differ',
+                        "differ; carried only on the paper's own data, CIFAR-10 (PAPER_DATA['C-10']): on a "
+                        'dataset standing in for it (the digits at smoke, cpu, cpu-long) none, so the part '
+                        'cannot differ',
                  margin=None,
                  scale='runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
                        'paper; smoke (2 steps) and cpu (220 steps) make it Untested; headroom 1 − the best '
