@@ -734,10 +734,12 @@ def judge_table3(t: xr.Dataset,     # Table 3's runs: final_knn_top1 with dims d
             for e in t.epochs.values.tolist():
                 a = K(d, m, e, 'cut')
                 if bool(np.isnan(a.values).all()): continue
-                key = table3_key(roles[d], m, e)
-                parts.append(judge_claim(a, K(d, m, e, 'default'), +1,
-                                         f'{d} {m} @{e}: cut − default [paper: '
-                                         f'{key.split(":")[0] if key else f"{roles[d]} @{e}, a length it did not run"}]',
+                # a column of the paper's only for a length it ran, on its own data (not a dataset standing in)
+                cell = table3_key(roles[d], m, e)
+                key = cell if PAPER_DATA.get(roles[d]) == d else None
+                why = 'a length it did not run' if cell is None else 'on a dataset standing in for its data'
+                parts.append(judge_claim(a, K(d, m, e, 'default'), +1, f'{d} {m} @{e}: cut − default [paper: '
+                                         + (key.split(':')[0] if key else f'{roles[d]} @{e}, {why}') + ']',
                                          resolution=resolution[d],
                                          paper=effect_of('pitfalls.table3', key) if key else None))
     return judge_all(parts)

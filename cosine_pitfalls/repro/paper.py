@@ -1334,8 +1334,8 @@ _claims(
                  effect='EFFECTS: {role} {m} @{e}: cut − default, |cut − default| of the printed cell (e.g. '
                         'C-10 @100: SimCLR 0.039, SimSiam 0.106, BYOL 0.127); carried only for a length the '
                         "paper ran (C-10: 100, 500 epochs; the others: 100, 300, 500): smoke's 1 and gpu's 8 "
-                        "and 20 epochs carry none and cannot differ (the label says 'a length it did not "
-                        "run')",
+                        "and 20 epochs carry none and cannot differ and only on the role's own data "
+                        '(PAPER_DATA), not on a dataset standing in for it (the label says which)',
                  margin=None,
                  scale="≥ 2 seeds, detectable effect below the paper's cell, a length the paper ran (paper "
                        'profile); smoke (1 epoch) and gpu (8, 20 epochs on CIFAR-10/100) can agree or be '
