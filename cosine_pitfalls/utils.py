@@ -150,7 +150,7 @@ def write_nc3(ds,                # an xarray Dataset
 
 def read_nc(path: str | Path):   # a netCDF-3 file of `write_nc3`, or an HDF5 netCDF-4 one
     "The dataset at `path`, loaded into memory, its int32 variables and attributes int64 again (as they were written)."
-    import xarray as xr
+    import numpy as np, xarray as xr
     ds = xr.load_dataset(path)                       # the engine from the file's signature: scipy or h5netcdf
     wide = {k: v.astype(np.int64) for k, v in ds.variables.items() if v.dtype == np.int32}
     if wide: ds = ds.assign_coords({k: v for k, v in wide.items() if k in ds.coords}).assign(
