@@ -505,8 +505,7 @@ def judge_table1(t: xr.Dataset,        # Table 1's runs of one dataset: dims mod
     chance band is shown, never deciding: the paper reports where its schedule ended, and a collapse ours left
     behind within a few hundred steps says nothing of that end."""
     ID, parts = 'pitfalls.table1', []
-    # the paper's numbers (k-nn gaps, absolute ‖z_i‖ differences) only on its own data, CIFAR-10: a dataset standing
-    # in for it (the digits at cpu) and its network carry none, so no part there can say differ
+    # the paper's numbers only on its own data, CIFAR-10: a stand-in (the digits) carries none, cannot differ
     own = 'dataset' not in t.coords or str(t.dataset.values) == PAPER_DATA['C-10']
     effect = lambda key: effect_of(ID, key) if own else None
     lams = sorted(t.wd.values.tolist(), reverse=True)                       # largest first
