@@ -34,7 +34,8 @@ def main(argv=None) -> dict:
         nc3, h5 = Path(d)/'a.nc', Path(d)/'b.nc'
         for _ in range(a.repeats):   # alternating, so that the machine's load falls on both alike
             s = time.perf_counter(); write_nc3(ds, nc3); t['write netCDF-3'].append(time.perf_counter() - s)
-            s = time.perf_counter(); ds.to_netcdf(h5, engine='h5netcdf'); t['write HDF5'].append(time.perf_counter() - s)
+            s = time.perf_counter(); ds.to_netcdf(h5, engine='h5netcdf')
+            t['write HDF5'].append(time.perf_counter() - s)
             s = time.perf_counter(); back3 = read_nc(nc3); t['read netCDF-3'].append(time.perf_counter() - s)
             s = time.perf_counter(); back5 = xr.load_dataset(h5, engine='h5netcdf'); t['read HDF5'].append(
                 time.perf_counter() - s)
@@ -44,9 +45,11 @@ def main(argv=None) -> dict:
     res = dict(when=datetime.datetime.now().isoformat(timespec='seconds'), machine=platform.processor() or
                platform.machine(), variables=len(ds.data_vars), epochs=a.epochs, repeats=a.repeats,
                median_s=med, bytes=sizes, both_read_back_identical=bool(same),
-               write_ratio=med['write HDF5'] / med['write netCDF-3'], read_ratio=med['read HDF5'] / med['read netCDF-3'])
+               write_ratio=med['write HDF5'] / med['write netCDF-3'],
+               read_ratio=med['read HDF5'] / med['read netCDF-3'])
     lines = [f"# run.nc: netCDF-3 against HDF5 ({res['when']}, {len(ds.data_vars)} variables, {a.epochs} epochs, "
-             f"{a.repeats} repeats each, alternating)", '', '| | netCDF-3 | HDF5 | HDF5 / netCDF-3 |', '|---|---|---|---|',
+             f"{a.repeats} repeats each, alternating)", '',
+             '| | netCDF-3 | HDF5 | HDF5 / netCDF-3 |', '|---|---|---|---|',
              f"| write (median) | {med['write netCDF-3'] * 1e3:.1f} ms | {med['write HDF5'] * 1e3:.1f} ms | "
              f"{res['write_ratio']:.1f}× |",
              f"| read (median) | {med['read netCDF-3'] * 1e3:.1f} ms | {med['read HDF5'] * 1e3:.1f} ms | "

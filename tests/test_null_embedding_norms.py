@@ -207,10 +207,10 @@ def test_no_false_differ(claim):
     if claim == 'pitfalls.fig4': check_blind(claim, r, "the paper gives no effect in these parts' unit (a figure without a number)")
     elif claim == 'pitfalls.table3 (20 epochs: a length the paper did not run)':
         check_blind(claim, r, 'the paper ran no 20-epoch column')
-    elif claim.startswith('pitfalls.table4 (the digits'): check_blind(claim, r, "ImageNet-100's gaps are not carried onto "
-                                                                        "a dataset standing in for it")
+    elif claim.startswith('pitfalls.table4 (the digits'):
+        check_blind(claim, r, "ImageNet-100's gaps are not carried onto a dataset standing in for it")
     elif claim == 'pitfalls.table5/6 (the digits standing in)': check_blind(claim, r, "the paper's row means are not "
                                                                                   "carried onto a stand-in dataset")
-    elif claim.startswith('pitfalls.fig5'): check_blind(claim, r, "a figure without a number; Table 3's final k-nn is not "
-                                                                  "our mean kNN over training")
+    elif claim.startswith('pitfalls.fig5'):
+        check_blind(claim, r, "a figure without a number; Table 3's final k-nn is not our mean kNN over training")
     else: check_null(claim, r, DRAWS)

@@ -45,6 +45,8 @@ def with_pip() -> int:
 
 
 def main() -> int:
+    bad = [a for a in sys.argv[1:] if a != '--pip']
+    if bad: sys.exit(f"tools/install.py: unknown argument(s) {' '.join(bad)}; allowed: --pip (install with pip only)")
     t = time.time()
     if '--pip' not in sys.argv[1:]:
         cfg = pip_config()

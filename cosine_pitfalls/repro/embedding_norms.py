@@ -25,7 +25,7 @@ from ..train import TrainConfig, build_model, calibrate_bn, encode, load_model, 
 # %% auto #0
 __all__ = ['CORE', 'CUT_DEFAULT', 'ROLES', 'PAPER_DATA', 'GROUP_ROLES', 'ID_GROUPS', 'UNTESTABLE', 'ACC_MIN_STEPS', 'BEST_WD_T1',
            'COLLAPSE_WD', 'PAPER_TRAIN_IMAGES', 'NEGLIGIBLE_SHARE', 'CUT_SIGNS', 'PAPER_WDS', 'PROFILES',
-           'ema_for_steps', 'decay_exposure', 'role_datasets', 'group_datasets', 'settings_5a', 'regroup',
+           'ema_for_steps', 'decay_exposure', 'role_datasets', 'own_data', 'group_datasets', 'settings_5a', 'regroup',
            'trained_ids', 'data_needs', 'plan_runs', 'all_images', 'z_width', 'group_ema', 'mse', 'drift_text',
            'ProbeCache', 'probe_baselines', 'base_text', 'mean_sd', 'chance_band', 'effect_of', 'cells', 'detect_text',
            'judge_untested', 'untested_report', 'transient_collapse', 'judge_collapse', 'judge_table1', 'table1_norms',
@@ -92,6 +92,13 @@ def role_datasets(dataset: str,       # CIFAR-10's role
     "The dataset that plays each of the paper's datasets."
     c100 = c100 or dataset
     return {'C-10': dataset, 'C-100': c100, 'IN-100': in100 or c100, 'Flowers': flowers or None}
+
+# %% ../../nbs/repro/05a_embedding_norms.ipynb #0wnd4t4c
+def own_data(d, role: str) -> bool:   # a dataset's name, a Dataset with a scalar `dataset`, or None
+    """Whether `d` is the paper's own data for `role` (`PAPER_DATA`), where that role's effects are carried. A run
+    that names no dataset (the tests' synthetic ones) counts as the paper's own."""
+    if hasattr(d, 'coords'): d = str(d.dataset.values) if 'dataset' in d.coords else None
+    return d is None or PAPER_DATA.get(role) == d
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #65893920
 def group_datasets(group: str, roles: dict) -> list[str]:
@@ -505,8 +512,7 @@ def judge_table1(t: xr.Dataset,        # Table 1's runs of one dataset: dims mod
     chance band is shown, never deciding: the paper reports where its schedule ended, and a collapse ours left
     behind within a few hundred steps says nothing of that end."""
     ID, parts = 'pitfalls.table1', []
-    # the paper's numbers only on its own data, CIFAR-10: a stand-in (the digits) carries none, cannot differ
-    own = 'dataset' not in t.coords or str(t.dataset.values) == PAPER_DATA['C-10']
+    own = own_data(t, 'C-10')      # the paper's numbers only on CIFAR-10: a stand-in (the digits) carries none
     effect = lambda key: effect_of(ID, key) if own else None
     lams = sorted(t.wd.values.tolist(), reverse=True)                       # largest first
     last = t.epoch.values.max()
@@ -657,7 +663,7 @@ def judge_table2(t: xr.Dataset,     # Table 2's runs: pos_obtuse_share with dims
     for d in t.dataset.values.tolist():
         r, N = roles[d], n_train[d]
         # the role's effects only on its own data (CIFAR-100 standing in for ImageNet-100 carries none)
-        eff = lambda key: effect_of(ID, key) if PAPER_DATA.get(r) == d else None
+        eff = lambda key: effect_of(ID, key) if own_data(d, r) else None
         e1, e16 = min(epochs, paper_epoch(1, r, N)), paper_epoch(16, r, N)
         for m in ('simsiam', 'byol'):
             key = f'{r} at epoch 1: {m} − simclr'
@@ -735,7 +741,7 @@ def judge_table3(t: xr.Dataset,     # Table 3's runs: final_knn_top1 with dims d
                 if bool(np.isnan(a.values).all()): continue
                 # a column of the paper's only for a length it ran, on its own data (not a dataset standing in)
                 cell = table3_key(roles[d], m, e)
-                key = cell if PAPER_DATA.get(roles[d]) == d else None
+                key = cell if own_data(d, roles[d]) else None
                 why = 'a length it did not run' if cell is None else 'on a dataset standing in for its data'
                 parts.append(judge_claim(a, K(d, m, e, 'default'), +1, f'{d} {m} @{e}: cut − default [paper: '
                                          + (key.split(':')[0] if key else f'{roles[d]} @{e}, {why}') + ']',
@@ -796,7 +802,7 @@ def judge_table4(t: xr.Dataset,     # Table 4's runs: final_knn_top1 with dims d
     "pitfalls.table4: the cut (c = 3) helps MoCo v2 and v3 and not DINO, whose loss is not a cosine (top-1)."
     K = cells(t.final_knn_top1, 'dataset', 'model', 'c')
     # ImageNet-100's gaps only on ImageNet-100 itself: a dataset standing in for it (gpu: CIFAR-100) carries none
-    eff = lambda d, m: effect_of('pitfalls.table4', f'{m}: top-1 c 3 − c 1') if d == PAPER_DATA['IN-100'] else None
+    eff = lambda d, m: effect_of('pitfalls.table4', f'{m}: top-1 c 3 − c 1') if own_data(d, 'IN-100') else None
     return judge_all([judge_claim(K(d, m, 3.0), K(d, m, 1.0), sign, f'{d} {m}: top-1 c 3 − c 1',
                                   resolution=resolution[d], paper=eff(d, m))
                       for d in t.dataset.values.tolist()
@@ -847,14 +853,15 @@ def judge_cut_grid(t: xr.Dataset,     # Table 5's or 6's runs: final_knn_top1 wi
     (Table 5: CIFAR-100; Table 6: ImageNet-100), not on a dataset standing in for it."""
     ID, parts = f'pitfalls.{table}', []
     same = sorted(t.wd.values.tolist()) == sorted(PAPER_WDS[table])
-    own = PAPER_DATA['C-100' if table == 'table5' else 'IN-100']
+    role = 'C-100' if table == 'table5' else 'IN-100'
     R = cells(t.final_knn_top1.mean('wd'), 'dataset', 'c')                  # a row's mean, per seed
     for d in t.dataset.values.tolist():
         for c in t.c.values.tolist():
             if c == 1.0 or c not in CUT_SIGNS[table]: continue
             key = f'c {c:g} − c 1 (mean over λ)'
             parts.append(judge_claim(R(d, c), R(d, 1.0), CUT_SIGNS[table][c], f'{d}: {key}',
-                                     resolution=resolution[d], paper=effect_of(ID, key) if same and d == own else None))
+                                     resolution=resolution[d],
+                                     paper=effect_of(ID, key) if same and own_data(d, role) else None))
     return judge_all(parts)
 
 def heatmap(ax, grid: xr.DataArray, title: str):
@@ -877,8 +884,7 @@ def judge_fig3(f3: xr.Dataset,   # Fig. 3's runs: z_norm_mean with dims variant,
     """pitfalls.fig3: each SimCLR term makes ‖z‖ grow; each method without weight decay ends above its start,
     and below that at the largest λ."""
     ID, e, lam = 'pitfalls.fig3', int(f3.epoch.max()), float(t1.wd.max())
-    # Table 1's absolute ‖z_i‖ gaps only on its own data, CIFAR-10 (a stand-in's network has other norms)
-    own = 'dataset' not in t1.coords or str(t1.dataset.values) == PAPER_DATA['C-10']
+    own = own_data(t1, 'C-10')     # Table 1's absolute ‖z_i‖ gaps only on CIFAR-10 (a stand-in has other norms)
     F = cells(f3.z_norm_mean, 'variant', 'epoch')
     parts = [judge_claim(F(v, e), F(v, 0), +1, f'simclr {v}: ‖z‖ end − start', 2,
                          paper=effect_of(ID, f'simclr {v}: ‖z‖ end − start'))
@@ -891,7 +897,8 @@ def judge_fig3(f3: xr.Dataset,   # Fig. 3's runs: z_norm_mean with dims variant,
         Z, tag = Zs[norms[m]], '' if norms[m] == 'z_norm_mean' else f' [{norms[m]}]'
         k1, k2 = f'{m} λ 0: ‖z‖ end − start', f'{m}: ‖z‖ end at λ {lam:g} − at λ 0'
         parts += [judge_claim(Z(m, 0.0, e), Z(m, 0.0, 0), +1, k1 + tag, 2, paper=effect_of(ID, k1)),
-                  judge_claim(Z(m, lam, e), Z(m, 0.0, e), -1, k2 + tag, 2, paper=effect_of(ID, k2) if own else None)]
+                  judge_claim(Z(m, lam, e), Z(m, 0.0, e), -1, k2 + tag, 2,
+                              paper=effect_of(ID, k2) if own else None)]
     return judge_all(parts)
 
 # %% ../../nbs/repro/05a_embedding_norms.ipynb #5a18ff08

@@ -790,7 +790,8 @@ def _claims(*claims: Claim):
             if p.effect and p.effect.startswith('EFFECTS: ') and not any(i == c.id for i, _ in EFFECTS):
                 bad.append(f'effect {p.effect!r} names the registry, but {c.id} has no registered PaperEffect')
             if p.margin and p.margin.split(':')[0] not in BOUND_SOURCES:
-                bad.append(f"margin {p.margin!r} must say whose it is ('paper: …', 'ours: because …' or 'numerical: …')")
+                bad.append(f"margin {p.margin!r} must say whose it is ('paper: …', 'ours: because …' or "
+                           f"'numerical: …')")
             if set(p.kinds) & {'Check', 'SeedChecks'} and not p.margin:
                 bad.append("a check's bound must say whose it is (margin 'paper: …', 'ours: because …' or "
                            "'numerical: …')")

@@ -18,9 +18,9 @@ from .paper import NOTEBOOKS, PAPER, SECTIONS, check_ids, claim_part, notebook_i
 from .verdicts import Judgement, Untested
 
 # %% auto #0
-__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'SHORT', 'skip_iri_grammars', 'parse_numbers', 'check_range',
-           'memory_bytes', 'check_fits', 'git_sha', 'parameter_values', 'clip', 'short_answer', 'SectionRun',
-           'load_result', 'live_frontend']
+__all__ = ['PROFILES', 'JOB_ENV', 'TRAINING_SECTIONS', 'RUN_PARAMS', 'SHORT', 'GLANCE_PENDING', 'skip_iri_grammars',
+           'parse_numbers', 'check_range', 'memory_bytes', 'check_fits', 'git_sha', 'parameter_values', 'clip',
+           'short_answer', 'SectionRun', 'glance', 'load_result', 'live_frontend']
 
 # %% ../../nbs/repro/00b_results.ipynb #0785d49c
 def skip_iri_grammars() -> bool:
@@ -267,6 +267,16 @@ class SectionRun:
                        f"{short_answer(s)}" + (f" *What this scale can detect:* {s['detect']}" if s.get('detect')
                                                else ''))
         return Markdown('\n\n'.join(out))
+
+# %% ../../nbs/repro/00b_results.ipynb #58c4f13d
+GLANCE_PENDING = ("*The verdicts appear here once the run's last cell has judged every result; until then,\n"
+                  "or where the run stopped before it, this line stands.*")
+
+def glance():
+    """The place under a section notebook's claims for its verdicts: a display handle showing `GLANCE_PENDING`, which
+    the notebook's last cell replaces with the table (`.update`); nbclient keeps that update in the executed notebook."""
+    from IPython.display import Markdown, display
+    return display(Markdown(GLANCE_PENDING), display_id=True)
 
 # %% ../../nbs/repro/00b_results.ipynb #668bfbbe
 def load_result(out_dir: str | Path,  # the folder a run wrote to (default of the CLI: outputs/)
