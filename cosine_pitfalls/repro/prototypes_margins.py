@@ -25,7 +25,7 @@ from ..diagnostics import ema_drift
 from .embedding_norms import ema_for_steps, mean_sd, regroup
 from ..evaluation import kfold_probe, linear_probe
 from ..losses import SIMILARITIES
-from .paper import PAPER, effects_of, notebook_ids, paper_effect
+from .paper import PAPER, T2_RATIO_GAPS, effects_of, notebook_ids, paper_effect
 from ..train import (TrainConfig, build_model, encode, evaluate, load_model, subset_classes,
                                    sweep_configs)
 
@@ -1014,9 +1014,11 @@ def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lr
     """margins Table 2, for every dataset column, as its sentences compare: MoCo v3 + pos. and + pos. & curv. beat
     MoCo v3 at the paper's rate ("the most significant improvement of MoCo"; MoCo v3 at the other rates of our lr
     grid is shown beside, never deciding); + pos. beats + margins and + ratio; + ratio beats MoCo v3 and SimCLR
-    ("consistently improves"); SimCLR + pos. gains less than a point ("does not significantly improve"). The table's
-    other rows no sentence claims as a gain (+ margins: "other factors can only marginally improve"; BYOL + curv.:
-    "improvements are limited"): shown, never deciding."""
+    ("consistently improves"), and SimCLR's gain from it exceeds MoCo v3's ("more apparent for SimCLR"); + pos. &
+    curv. beats + pos. for both ("curv. coupled with pos. can improve performance in seen datasets"); SimCLR + pos.
+    and + pos. & curv. gain less than a point ("emphasizing positive samples does not significantly improve
+    SimCLR"). The table's other rows no sentence claims as a gain (+ margins: "other factors can only marginally
+    improve"; BYOL + curv.: "improvements are limited"): shown, never deciding."""
     a, parts = Cells(ds.top1), []
     for d in a.coords('dataset'):
         r, res = margin_role(d, roles), resolution[d]
@@ -1030,9 +1032,12 @@ def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lr
         parts += [gain('moco_v3', v) if f == 1.0 else Shown(gain('moco_v3', v, f=f)) for v in ('pos', 'pos&curv')
                   for f in a.coords('lrf') if a.has(dataset=d, model='moco_v3', variant='base', lrf=f)]
         parts += [gain('moco_v3', 'ratio')] + [gain('moco_v3', 'pos', w) for w in ('margins', 'ratio')]
-        parts += [gain('simclr', 'ratio')]
-        parts += [within(A('simclr', 'pos'), A('simclr', 'base'), M_MARGIN, f'{d}: SimCLR + pos − SimCLR', 'upper',
-                         res)]
+        parts += [gain('simclr', 'ratio')] + [gain(m, 'pos&curv', 'pos') for m in ('moco_v3', 'simclr')]
+        g = lambda m: A(m, 'ratio') - A(m, 'base')             # + ratio's gain, per seed
+        parts += [claim(g('simclr'), g('moco_v3'), +1, f'{d}: {T2_RATIO_GAPS}', res,
+                        paper_effect('margins.table2', f'{r}: {T2_RATIO_GAPS}'))]
+        parts += [within(A('simclr', v), A('simclr', 'base'), M_MARGIN, f'{d}: SimCLR + {v} − SimCLR', 'upper', res)
+                  for v in ('pos', 'pos&curv')]
         parts += [Shown(gain('moco_v3', 'margins')), Shown(gain('simclr', 'margins')), Shown(gain('byol', 'curv'))]
     return judge_all(parts)
 
