@@ -546,6 +546,13 @@ _effects(
                   f'{tab} (k-nn, epoch 100), λ = {lams}: c = {c} {" ".join(map(str, rows[c]))}; '
                   f'c = 1 {" ".join(map(str, rows[1]))} (the rows\' means)')
       for i, (tab, lams, rows) in _T56_5A.items() for c in (2, 4, 8)],
+    # pitfalls.table5, table6, "pairing cut-initialization with weight decay" read as the cut's gain growing with λ:
+    # (c − c 1) at the largest printed λ − at the smallest; None where the paper's own row does not show it
+    *[PaperEffect(i, f'(c {c} − c 1) at the largest λ − at the smallest', round(g / 100, 5) if g > 0 else None,
+                  _KNN_5A, f'{tab} (k-nn, epoch 100), λ = {lams}: c = {c} {rows[c][0]} … {rows[c][-1]}; c = 1 '
+                  f'{rows[1][0]} … {rows[1][-1]}' + ('' if g > 0 else " (the cut's gain shrinks with λ: no effect)"))
+      for i, (tab, lams, rows) in _T56_5A.items() for c in (2, 4, 8)
+      for g in [round((rows[c][-1] - rows[1][-1]) - (rows[c][0] - rows[1][0]), 2)]],
     # pitfalls.fig3: Figure 3 draws the norms over training (curves only); its λ panel is Table 1's norms
     *[PaperEffect('pitfalls.fig3', f'simclr {t}: ‖z‖ end − start', None, _NORM_5A,
                   'Figure 3 (curves only): "across SSL models, the norms indeed grow during training"')
@@ -855,10 +862,11 @@ _PITFALLS_NOTE_7 = 'cpu only (labels_cpu); smoke, gpu and paper train it'
 _PITFALLS_QUANTITY_8 = 'final kNN top-1, per-seed mean over the λ columns'
 _PITFALLS_SCALE_9 = ("≥ 2 seeds; the paper's effect only where our λ columns are the paper's four (gpu, "
                      'paper); smoke (one λ): no effect, cannot differ; cpu untested')
-_PITFALLS_SCALE_10 = '≥ 2 seeds; no paper effect (curves only): can agree, never differ'
-_PITFALLS_NOTE_11 = ('EFFECTS registers this part with value None (a figure without numbers): it can agree, '
+_PITFALLS_NOTE_10 = "reading (b) of 'pairing cut-initialization with weight decay': the c × λ interaction"
+_PITFALLS_SCALE_11 = '≥ 2 seeds; no paper effect (curves only): can agree, never differ'
+_PITFALLS_NOTE_12 = ('EFFECTS registers this part with value None (a figure without numbers): it can agree, '
                      'never differ')
-_PITFALLS_SCALE_12 = '≥ 2 seeds; no paper effect: can agree, never differ'
+_PITFALLS_SCALE_13 = '≥ 2 seeds; no paper effect: can agree, never differ'
 _claims(
     Claim('pitfalls.prop1', where='Proposition 1 (§3), proof in A.1',
           sentence='Let  $\\phi_{ij}$  be the angle between  $z_i$  and  $z_j$ . Then the gradient of  '
@@ -1424,6 +1432,13 @@ _claims(
             'the direction per c: the text says cut + weight decay accelerates training (every c > 1); the '
             "table's row means put c = 8 below c = 1 (−3.65); the code takes each c's direction from the "
             'printed row means (c 8: less)',
+            "'pairing cut-initialization with weight decay accelerates the training process' has two "
+            'readings, both parts: (a) cut-initialization, trained with weight decay, beats c = 1 (each c > '
+            "1 against c = 1 on the row means over λ); (b) the cut's gain grows with the weight decay (the c "
+            '× λ interaction: (c − c 1) at the largest λ against the smallest). The verdict is the weaker. '
+            "The paper's own Table 5 has the cut's gain shrinking from λ 1e-8 to 1e-5 in every row (c 2 +1.9 "
+            '→ +0.7, c 4 +1.5 → −0.4, c 8 −3.7 → −4.2 points), so (b) carries no effect there: it can agree '
+            'or be inconclusive, never differ.',
             ),
           parts=(
             Part('{}: c 2 − c 1 (mean over λ)', 'decides', ('Comparison',),
@@ -1452,6 +1467,42 @@ _claims(
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
                  note='matched no label at smoke (cuts 1, 2)'),
+            Part('{}: (c 2 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
+                 quantity="k-nn top-1 (fraction): (c = 2 − c = 1) at our grid's largest λ minus the same gap "
+                          'at its smallest, paired over seeds',
+                 compares="the cut's gain (c = 2 over c = 1) at the largest weight decay against it at the "
+                          'smallest',
+                 direction='more',
+                 effect="EFFECTS: (c 2 − c 1) at the largest λ − at the smallest = None (the paper's own row "
+                        "has the cut's gain shrinking with λ); carried only at the paper's four λ on its own "
+                        'data (CIFAR-100)',
+                 margin=None,
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
+            Part('{}: (c 4 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
+                 quantity="k-nn top-1 (fraction): (c = 4 − c = 1) at our grid's largest λ minus the same gap "
+                          'at its smallest, paired over seeds',
+                 compares="the cut's gain (c = 4 over c = 1) at the largest weight decay against it at the "
+                          'smallest',
+                 direction='more',
+                 effect="EFFECTS: (c 4 − c 1) at the largest λ − at the smallest = None (the paper's own row "
+                        "has the cut's gain shrinking with λ); carried only at the paper's four λ on its own "
+                        'data (CIFAR-100)',
+                 margin=None,
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
+            Part('{}: (c 8 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
+                 quantity="k-nn top-1 (fraction): (c = 8 − c = 1) at our grid's largest λ minus the same gap "
+                          'at its smallest, paired over seeds',
+                 compares="the cut's gain (c = 8 over c = 1) at the largest weight decay against it at the "
+                          'smallest',
+                 direction='more',
+                 effect="EFFECTS: (c 8 − c 1) at the largest λ − at the smallest = None (the paper's own row "
+                        "has the cut's gain shrinking with λ); carried only at the paper's four λ on its own "
+                        'data (CIFAR-100)',
+                 margin=None,
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
             Part('pitfalls.table5: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
@@ -1466,6 +1517,14 @@ _claims(
                    'both the contrastive and non-contrastive settings, pairing cut-initialization with '
                    'weight decay accelerates the training process. … Table 6: SimSiam  $k$ -nn accuracy '
                    '(epoch 100) on Imagenet-100 for various values of  $c$  and  $\\lambda$ .',
+          readings=(
+            "'pairing cut-initialization with weight decay accelerates the training process' has two "
+            'readings, both parts: (a) cut-initialization, trained with weight decay, beats c = 1 (each c > '
+            "1 against c = 1 on the row means over λ); (b) the cut's gain grows with the weight decay (the c "
+            '× λ interaction: (c − c 1) at the largest λ against the smallest). The verdict is the weaker. '
+            "The paper's own Table 6 has it growing from λ 5e-5 to 1e-3 for c 4 (+3.5 → +4.4) and c 8 (+7.7 "
+            '→ +8.5), and shrinking for c 2 (+4.4 → −2.6): only c 4 and c 8 carry an effect.',
+            ),
           parts=(
             Part('{}: c 2 − c 1 (mean over λ)', 'decides', ('Comparison',),
                  quantity=_PITFALLS_QUANTITY_8,
@@ -1496,6 +1555,40 @@ _claims(
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
                  note='matched no label at smoke (cuts 1, 2)'),
+            Part('{}: (c 2 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
+                 quantity="k-nn top-1 (fraction): (c = 2 − c = 1) at our grid's largest λ minus the same gap "
+                          'at its smallest, paired over seeds',
+                 compares="the cut's gain (c = 2 over c = 1) at the largest weight decay against it at the "
+                          'smallest',
+                 direction='more',
+                 effect="EFFECTS: (c 2 − c 1) at the largest λ − at the smallest = None (the paper's own row "
+                        "has the cut's gain shrinking with λ); carried only at the paper's four λ on its own "
+                        'data (ImageNet-100 (an image folder))',
+                 margin=None,
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
+            Part('{}: (c 4 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
+                 quantity="k-nn top-1 (fraction): (c = 4 − c = 1) at our grid's largest λ minus the same gap "
+                          'at its smallest, paired over seeds',
+                 compares="the cut's gain (c = 4 over c = 1) at the largest weight decay against it at the "
+                          'smallest',
+                 direction='more',
+                 effect='EFFECTS: (c 4 − c 1) at the largest λ − at the smallest = 0.009; carried only at '
+                        "the paper's four λ on its own data (ImageNet-100 (an image folder))",
+                 margin=None,
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
+            Part('{}: (c 8 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
+                 quantity="k-nn top-1 (fraction): (c = 8 − c = 1) at our grid's largest λ minus the same gap "
+                          'at its smallest, paired over seeds',
+                 compares="the cut's gain (c = 8 over c = 1) at the largest weight decay against it at the "
+                          'smallest',
+                 direction='more',
+                 effect='EFFECTS: (c 8 − c 1) at the largest λ − at the smallest = 0.008; carried only at '
+                        "the paper's four λ on its own data (ImageNet-100 (an image folder))",
+                 margin=None,
+                 scale=_PITFALLS_SCALE_9,
+                 note=_PITFALLS_NOTE_10),
             Part('pitfalls.table6: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
@@ -1525,39 +1618,39 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_10,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_12),
             Part('simclr repulsion: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR optimizing only the repulsion term (λ 0): last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_10,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_12),
             Part('simclr both: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR, full InfoNCE (λ 0): last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_10,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_12),
             Part('{} λ 0: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity="mean ‖z‖ (Table 1's runs)",
                  compares='SimCLR and BYOL at λ 0: last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_10,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_11,
+                 note=_PITFALLS_NOTE_12),
             Part('simsiam λ 0: ‖z‖ end − start [zpre_norm_mean]', 'decides', ('Comparison',),
                  quantity="SimSiam's mean norm before its final BN",
                  compares='SimSiam at λ 0: last epoch against epoch 0',
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_10,
+                 scale=_PITFALLS_SCALE_11,
                  note='a redefinition (pre-BN norm); EFFECTS registers this part with value None (a figure '
                       'without numbers): it can agree, never differ'),
             Part('{}: ‖z‖ end at λ {} − at λ 0', 'decides', ('Comparison',),
@@ -1605,16 +1698,16 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_12,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_13,
+                 note=_PITFALLS_NOTE_12),
             Part('R₂ at epoch 1: byol − simclr (our epoch {})', 'decides', ('Comparison',),
                  quantity="R₂ = |mean of exp(2iθ)| of the 2-d embeddings' angles (antipodal concentration)",
                  compares="BYOL against SimCLR at our epoch read as the paper's epoch 1",
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_12,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_13,
+                 note=_PITFALLS_NOTE_12),
           )),
     Claim('pitfalls.fig5', where='Figure 5 and Appendix C.2',
           sentence='We see that dividing the network’s weights by  $c > 1$  leads to immediate convergence '
@@ -1638,7 +1731,7 @@ _claims(
                  direction='more',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_12),
+                 scale=_PITFALLS_SCALE_13),
             Part("{}: mean kNN(c {}) − (c 1) @lr {} [headroom: 1 − c 1's mean kNN]", 'decides', ('Comparison',),
                  quantity='mean kNN top-1 over the evaluations after epoch 0 (every eval_every epochs)',
                  compares="each method's default cut (SimCLR c 3, BYOL c 9) against c = 1 at each base rate",
@@ -1657,8 +1750,8 @@ _claims(
                  direction='less',
                  effect=None,
                  margin=None,
-                 scale=_PITFALLS_SCALE_12,
-                 note=_PITFALLS_NOTE_11),
+                 scale=_PITFALLS_SCALE_13,
+                 note=_PITFALLS_NOTE_12),
             Part('cut gain: byol (c 9) − simclr (c 3) @lr {}', 'decides', ('Comparison', 'Untested'),
                  quantity='difference of the gains in mean kNN (own c − c 1)',
                  compares="BYOL's gain (c 9 − c 1) against SimCLR's (c 3 − c 1) at each base rate, only "
