@@ -979,18 +979,27 @@ def judge_margins_fig1(ds: xr.Dataset,  # grad_positive, grad_negative over (q, 
 # %% ../../nbs/repro/01_gradients.ipynb #1355ab5b
 def judge_margins_fig2(ds: xr.Dataset,  # angular_multiplier, logit_ratio over (q, theta); attrs m1, tau
                       ) -> Judgement:
-    """margins.fig2: the two multipliers of Thm. 4.1 have the shape §4.1 describes (`rebuilt`), and the ratio
-    map is the closed form (checked against Lemma 4.2's form)."""
+    """margins.fig2: the two multipliers of Thm. 4.1 have the shape §4.1 describes (`rebuilt`), each is 1 on its
+    green line, and the ratio map is the closed form (checked against Lemma 4.2's form). "The weight increases as
+    θ⁺ approaches (π − m)/2 and q̃⁺ approaches one" in both readings: (a) at every θ⁺ as printed (`corrected` where
+    it fails), (b) towards the peak, left of the ratio's green line."""
     m1, tau = float(ds.attrs['m1']), float(ds.attrs['tau'])
     th, _, step = _grid(ds)
     one, peak = _ratio_shape(ds.logit_ratio, m1, step)
-    rises = ds.logit_ratio.diff('q').where(ds.theta < math.pi - m1 / 2 - 0.05, 1.0)
+    dq, line = ds.logit_ratio.diff('q'), math.pi - m1 / 2
+    rises = dq.where(ds.theta < line - 0.05, 1.0)                        # (b): left of the green line
+    everywhere = dq.where(abs(ds.theta - line) > 0.05, 1.0)              # (a): every θ⁺ off the line's rounding
+    first, c1 = ds.angular_multiplier.isel(q=0), (math.pi - m1) / 2
+    one1 = bool((first.where(ds.theta < c1, 2.0) > 1).all()) and bool((first.where(ds.theta > c1, 0.0) < 1).all())
     return judge_all([
         Check('ratio map vs Lemma 4.2\'s sum-of-exponentials form: max rel. err',
               _ratio_guard(ds.logit_ratio, tau, m1), TOL, holds='rebuilt'),
-        Check.flag('sin(θ⁺+m₁)/sin θ⁺ falls as θ⁺ widens', bool((ds.angular_multiplier.isel(q=0).diff('theta')
-                                                                < 0).all()), holds='rebuilt'),
+        Check.flag('sin(θ⁺+m₁)/sin θ⁺ falls as θ⁺ widens', bool((first.diff('theta') < 0).all()), holds='rebuilt'),
+        Check.flag('sin(θ⁺+m₁)/sin θ⁺ is 1 on θ⁺ = (π − m₁)/2 (> 1 left of it, < 1 right of it)', one1,
+                   holds='rebuilt'),
         Check.flag('the ratio peaks at θ⁺ = (π − m₁)/2 (± 2 grid steps) in every q̃⁺ row', peak, holds='rebuilt'),
+        Check.flag('printed (a): the ratio rises as q̃⁺ → 1 at every θ⁺ (0.05 off its green line)',
+                   bool((everywhere > 0).all()), fails='corrected', holds='rebuilt'),
         Check.flag('the ratio rises as q̃⁺ → 1 at every θ⁺ < π − m₁/2 − 0.05', bool((rises > 0).all()),
                    holds='rebuilt'),
         Check.flag('the ratio is 1 on θ⁺ = π − m₁/2 (> 1 left of it, < 1 right of it)', one, holds='rebuilt')])
@@ -1089,8 +1098,9 @@ def report_margins_fig2(ds: xr.Dataset,  # `measure_margins_fig2`'s dataset
                        index=['sin(θ+m₁)/sin θ', '(p−βq)/(p−βq̃)'])
     return tab, (f"{j.label} from Thm. 4.1's closed-form multipliers: sin(θ⁺+m₁)/sin θ⁺ falls monotonically "
                  f"in θ⁺ (→∞ as θ⁺→0, 1 at θ⁺=(π−m₁)/2≈{(math.pi - m1) / 2:.2f}); the ratio peaks at θ⁺=(π−m₁)/2 "
-                 f"in every q̃⁺ row, rises with q̃⁺ (max {float(ds.logit_ratio.max()):.1f}) and is 1 at "
-                 f"θ⁺=π−m₁/2"), fig
+                 f"in every q̃⁺ row, rises with q̃⁺ left of θ⁺=π−m₁/2 (max {float(ds.logit_ratio.max()):.1f}), is 1 "
+                 f"there, and right of it falls as q̃⁺→1 (to {float(ds.logit_ratio.isel(q=-1).min()):.2f}): "
+                 f"§4.1's 'the weight increases as … q̃⁺ approaches one' holds towards the peak, not at every θ⁺"), fig
 
 # %% ../../nbs/repro/01_gradients.ipynb #ea7b25cd
 FIG8_M1S, FIG8_TAUS = [0.2, 0.4, 0.8, 1.6, 3.1], [0.1, 0.25, 0.5]   # panels: the m₁ of margins Fig. 7; our τ

@@ -3852,9 +3852,10 @@ _claims(
             "sin(θ+m₁p)/sin θ 'the second term' that scales both; the caption and the later paragraphs say "
             "the opposite. The parts judge the caption's assignment: sin(θ⁺+m₁)/sin θ⁺ applies to positives, "
             'the ratio to both.',
-            "'the weight increases as … q̃⁺ approaches one' is unconditional in the text but holds only left "
-            'of the green line θ⁺ = π − m₁/2 (right of it the ratio < 1 falls as q̃⁺ → 1); the part judges '
-            'it only at θ⁺ < π − m₁/2 − 0.05.',
+            "'the weight increases as θ⁺ approaches (π − m)/2 and q̃⁺ approaches one' has two readings, both "
+            'parts: (a) as printed, the ratio rises as q̃⁺ → 1 at every θ⁺; (b) towards the peak, left of '
+            'the green line θ⁺ = π − m₁/2. Right of that line the ratio is < 1 and falls as q̃⁺ → 1, so (a) '
+            "fails and the verdict is 'corrected', the weaker of the two.",
             ),
           parts=(
             Part("ratio map vs Lemma 4.2's sum-of-exponentials form: max rel. err", 'decides', ('Check',),
@@ -3875,6 +3876,18 @@ _claims(
                  margin=_MARGINS_MARGIN_6,
                  scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
+            Part('sin(θ⁺+m₁)/sin θ⁺ is 1 on θ⁺ = (π − m₁)/2 (> 1 left of it, < 1 right of it)',
+                 'decides', ('Check',),
+                 quantity='the first multiplier sin(θ⁺+m₁)/sin θ⁺ on the grid, left and right of θ⁺ = (π − '
+                          'm₁)/2',
+                 compares="the map against 1, each side of the first map's green line (the caption: 'The "
+                          "green lines indicate where the weight is 1')",
+                 direction='holds',
+                 effect=None,
+                 margin="numerical: the caption's line, exact in closed form; the grid's values are compared "
+                        'with 1 on each side of it',
+                 scale=_MARGINS_SCALE_7,
+                 note="Check.flag, holds → 'rebuilt'"),
             Part('the ratio peaks at θ⁺ = (π − m₁)/2 (± 2 grid steps) in every q̃⁺ row', 'decides', ('Check',),
                  quantity='argmax over θ⁺ of the ratio, per q̃⁺ row with q̃⁺ ≥ 0.05',
                  compares='the argmax against (π − m₁)/2, 2 grid steps allowed',
@@ -3883,6 +3896,18 @@ _claims(
                  margin="numerical: the paper's centre, to our grid's resolution (± 2 grid steps)",
                  scale=_MARGINS_SCALE_7,
                  note="Check.flag, holds → 'rebuilt'"),
+            Part('printed (a): the ratio rises as q̃⁺ → 1 at every θ⁺ (0.05 off its green line)',
+                 'decides', ('Check',),
+                 quantity='sign of the step in q̃⁺ of the ratio',
+                 compares='each q̃⁺ row against the next, at every θ⁺ but within 0.05 of the green line θ⁺ = '
+                          'π − m₁/2',
+                 direction='holds',
+                 effect=None,
+                 margin="numerical: the paper's statement as printed, at every θ⁺ off the line where the "
+                        'ratio is 1 by 0.05 (there rounding decides the sign)',
+                 scale=_MARGINS_SCALE_7,
+                 note="Check.flag, holds → 'rebuilt', fails → 'corrected' (reading (a): the clause as "
+                      'printed, unconditional)'),
             Part('the ratio rises as q̃⁺ → 1 at every θ⁺ < π − m₁/2 − 0.05', 'decides', ('Check',),
                  quantity='sign of the step in q̃⁺ of the ratio',
                  compares='each q̃⁺ row against the next, only left of the green line',
@@ -3891,7 +3916,8 @@ _claims(
                  margin="numerical: the paper's property, away from the line where the ratio is 1 by 0.05 "
                         '(there rounding decides the sign)',
                  scale=_MARGINS_SCALE_7,
-                 note="Check.flag, holds → 'rebuilt'; the region right of the green line is excluded"),
+                 note="Check.flag, holds → 'rebuilt'; reading (b), towards the peak: left of the green line "
+                      'only'),
             Part('the ratio is 1 on θ⁺ = π − m₁/2 (> 1 left of it, < 1 right of it)', 'decides', ('Check',),
                  quantity="the ratio's side of 1 on each side of θ⁺ = π − m₁/2 (one grid step spared)",
                  compares='the map against 1',
