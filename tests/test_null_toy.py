@@ -159,8 +159,9 @@ def _maps(scale=1.0):
 MAP_JUDGES = (G.judge_margins_fig1, G.judge_margins_fig2, G.judge_margins_fig8)
 
 def test_margin_maps_off():
-    for judge, good, off in zip(MAP_JUDGES, _maps(), _maps(1.01)):
-        assert judge(good).verdict == 'rebuilt', judge(good).text
+    # margins.fig2's true map is `corrected`: §4.1's 'rises as q̃⁺ → 1', as printed, fails right of its green line
+    for judge, good, off, v in zip(MAP_JUDGES, _maps(), _maps(1.01), ('rebuilt', 'corrected', 'rebuilt')):
+        assert judge(good).verdict == v, judge(good).text
         _off(judge(off), judge.__name__)
 
 

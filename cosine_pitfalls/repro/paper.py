@@ -2161,6 +2161,15 @@ _claims(
                    'lowest few singular values of each weight matrix remain significantly smaller. … evolves '
                    'to be low-rank, C is low-rank, indicating collapsed dimensions. See Figure 6c for '
                    'experimental verification.',
+          readings=(
+            "'the smallest group of singular values grow significantly slower' / 'the lowest few singular "
+            "values … remain significantly smaller': 'few' is read as the four smallest of 16. The part is "
+            "the most growth among them relative to the largest σ's, so it fails if any of the four grows as "
+            "fast as the largest: it is the weakest of the readings 'the smallest one, two, three or four'. "
+            "'Significantly' (the largest σ growing ≥ 2×) and 'low-rank' (the 4th smallest eigenvalue below "
+            '1e-3 of the largest) are ours: they fail only as inconclusive, while the ordering of growth, '
+            "the paper's own statement, can differ.",
+            ),
           parts=(
             Part('largest σ of W₁ and W₂: least growth (×)', 'decides', ('SeedChecks',),
                  quantity='growth (end / start) of the largest singular value of W₁ and W₂ (the fig5 runs)',
@@ -2194,6 +2203,15 @@ _claims(
                    'embedding space, which is consistent with our analysis. … All models use weight matrices '
                    'with a size of 16x16. Adding more layers in the network leads to more collapsed '
                    'dimensions. Adding nonlinearity leads to a similar collapsing effect.',
+          readings=(
+            "'for a single-layer case, L = 1, there is no dimensional collapse in the embedding space' has "
+            'two readings, both parts: (a) as printed, no dimension ends collapsed in any one-layer run; (b) '
+            'training collapses no dimension (one inherited from an ill-conditioned random draw and being '
+            'lifted does not count). Both counts use our cut-off (1e-4 of the largest eigenvalue), so either '
+            'fails only as inconclusive; the verdict is the weaker.',
+            "'Adding more layers in the network leads to more collapsed dimensions': the least-squares slope "
+            'of the collapsed count on depth (1–4), per seed, positive, for linear and ReLU networks.',
+            ),
           parts=(
             Part('linear: collapsed dimensions per added layer', 'decides', ('Comparison',),
                  quantity='collapsed dimensions of the embedding covariance (eigenvalue < 1e-4 of the '
@@ -2210,6 +2228,19 @@ _claims(
                  effect='EFFECTS: collapsed dimensions per added layer (no number: a figure)',
                  margin=None,
                  scale=_DIRECTCLR_SCALE_1),
+            Part("one layer, as printed (a): collapsed dimensions at the end, most in a seed's runs",
+                 'decides', ('SeedChecks',),
+                 quantity='covariance eigenvalues of the one-layer embeddings below 1e-4 of the largest at '
+                          "the end of training, the most over a seed's runs (linear, ReLU)",
+                 compares="that count against 0 ('for a single-layer case, L = 1, there is no dimensional "
+                          "collapse in the embedding space', as printed)",
+                 direction='at most',
+                 effect=None,
+                 margin='ours: because a collapsed dimension (eigenvalue below our cut-off) is our '
+                        'definition (the paper gives no number for it): the part can agree, be corrected or '
+                        'be inconclusive, never differ',
+                 scale=_DIRECTCLR_SCALE_2,
+                 note='reading (a); fails only as inconclusive: the cut-off 1e-4 is ours'),
             Part("one layer: dimensions collapsed by training, most in a seed's runs",
                  'decides', ('SeedChecks',),
                  quantity='dimensions below 1e-4 of the largest eigenvalue at the end and no higher than at '
@@ -2220,7 +2251,9 @@ _claims(
                  margin='ours: because a collapsed dimension (eigenvalue below our cut-off) is our '
                         'definition (the paper gives no number for it): the part can agree, be corrected or '
                         'be inconclusive, never differ',
-                 scale=_DIRECTCLR_SCALE_2),
+                 scale=_DIRECTCLR_SCALE_2,
+                 note='reading (b): a dimension inherited collapsed from the random draw and lifted by '
+                      'training does not count'),
           )),
     Claim('directclr.table1', where='§6.2 and Table 1',
           sentence='*DirectCLR* demonstrates better performance compared to SimCLR with a trainable linear '
