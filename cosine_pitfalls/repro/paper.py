@@ -2816,15 +2816,17 @@ _CLOP_SCALE_14 = ('runs of ≥ 1,000 optimizer steps and seeds whose detectable 
                   '(TIN column at paper profile only), 5 epochs with ≥ 1,000 steps, LARS, 5 seeds) or paper '
                   '(200 epochs) profile; smoke trains digits for 2 steps (untestable); cpu does not train it')
 _CLOP_QUANTITY_15 = ('top-1 of SupCon + CLOP (λ 1, orthonormal; the similarity on ℓ2-normalized z, as '
-                     'CLOPLoss.py) by a k-fold linear probe over all train+test images where kfold > 0 '
-                     '(gpu/paper/cpu-long 5, smoke 2), else the test-split probe; a diverged run at chance')
+                     'CLOPLoss.py) by a k-fold linear probe over all train+test images where kfold > 0 (cpu, '
+                     'cpu-long 5; smoke 2), else the test-split probe (gpu, paper: kfold = 0); a diverged '
+                     'run at chance')
 _CLOP_SCALE_16 = ('runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × paired '
                   "s.e. at the Holm level, floored at one test image) lies below the paper's effect, with "
                   'headroom above it; otherwise inconclusive; trained at gpu/paper (CIFAR-100) and cpu-long '
                   '(digits, batch 128)')
 _CLOP_QUANTITY_17 = ("top-1 of SupCon + CLOP (λ 1) in the Tiny-ImageNet role (gpu: CIFAR-100, the role's "
                      'fallback; paper: the ImageFolder; smoke: digits) by the k-fold probe over all images '
-                     'where kfold > 0, else the test-split probe')
+                     'where kfold > 0 (cpu, cpu-long, smoke), else the test-split probe (gpu, paper: kfold = '
+                     '0)')
 _CLOP_SCALE_18 = ('runs of ≥ 1,000 optimizer steps and seeds whose detectable effect (t-critical × paired '
                   "s.e. at the Holm level, floored at one test image) lies below the paper's effect, with "
                   'headroom above it; otherwise inconclusive; trained at gpu (on CIFAR-100) and paper '
@@ -3512,8 +3514,9 @@ _claims(
                  direction='more',
                  effect='EFFECTS: cosine − euclidean = 0.005 (Table 2: Cosine 0.754, Euclidean 0.749); '
                         "carried only where our top-1 is the paper's (the test-split probe on CIFAR-100): "
-                        "under our k-fold probe (every profile's kfold = 5 today) or on another dataset it "
-                        'is not in our unit, and the part can agree or be inconclusive, never differ',
+                        'under our k-fold probe (kfold = 5 at cpu and cpu-long, 2 at smoke; gpu and paper '
+                        'probe the test split, kfold = 0) or on another dataset it is not in our unit, and '
+                        'the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_16,
                  note='not at smoke (cosine, manhattan); matched no smoke label'),
@@ -3523,8 +3526,9 @@ _claims(
                  direction='more',
                  effect='EFFECTS: cosine − manhattan = 0.039 (Table 2: Cosine 0.754, Manhattan 0.715); '
                         "carried only where our top-1 is the paper's (the test-split probe on CIFAR-100): "
-                        "under our k-fold probe (every profile's kfold = 5 today) or on another dataset it "
-                        'is not in our unit, and the part can agree or be inconclusive, never differ',
+                        'under our k-fold probe (kfold = 5 at cpu and cpu-long, 2 at smoke; gpu and paper '
+                        'probe the test split, kfold = 0) or on another dataset it is not in our unit, and '
+                        'the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_16),
             Part('euclidean − manhattan', 'decides', ('Comparison',),
@@ -3533,8 +3537,9 @@ _claims(
                  direction='more',
                  effect='EFFECTS: euclidean − manhattan = 0.034 (Table 2: Euclidean 0.749, Manhattan 0.715); '
                         "carried only where our top-1 is the paper's (the test-split probe on CIFAR-100): "
-                        "under our k-fold probe (every profile's kfold = 5 today) or on another dataset it "
-                        'is not in our unit, and the part can agree or be inconclusive, never differ',
+                        'under our k-fold probe (kfold = 5 at cpu and cpu-long, 2 at smoke; gpu and paper '
+                        'probe the test split, kfold = 0) or on another dataset it is not in our unit, and '
+                        'the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_16,
                  note='not at smoke (cosine, manhattan); matched no smoke label'),
@@ -3571,9 +3576,10 @@ _claims(
                  direction='more',
                  effect='EFFECTS: randaugment − autoaugment = 0.15 (Table 3: RandAug 0.696, AutoAug-Imagenet '
                         "0.546); carried only where our top-1 is the paper's (the test-split probe on "
-                        'Tiny-ImageNet; CIFAR-100 in its role at gpu is not): under our k-fold probe (every '
-                        "profile's kfold = 5 today) or on another dataset it is not in our unit, and the "
-                        'part can agree or be inconclusive, never differ',
+                        'Tiny-ImageNet; CIFAR-100 in its role at gpu is not): under our k-fold probe (kfold '
+                        '= 5 at cpu and cpu-long, 2 at smoke; gpu and paper probe the test split, kfold = 0) '
+                        'or on another dataset it is not in our unit, and the part can agree or be '
+                        'inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_18,
                  note='not at smoke (randaugment, simclr); matched no smoke label'),
@@ -3583,9 +3589,10 @@ _claims(
                  direction='more',
                  effect='EFFECTS: randaugment − simclr = 0.197 (Table 3: RandAug 0.696, SimCLR 0.499); '
                         "carried only where our top-1 is the paper's (the test-split probe on Tiny-ImageNet; "
-                        "CIFAR-100 in its role at gpu is not): under our k-fold probe (every profile's kfold "
-                        '= 5 today) or on another dataset it is not in our unit, and the part can agree or '
-                        'be inconclusive, never differ',
+                        'CIFAR-100 in its role at gpu is not): under our k-fold probe (kfold = 5 at cpu and '
+                        'cpu-long, 2 at smoke; gpu and paper probe the test split, kfold = 0) or on another '
+                        'dataset it is not in our unit, and the part can agree or be inconclusive, never '
+                        'differ',
                  margin=None,
                  scale=_CLOP_SCALE_18),
             Part('autoaugment − simclr', 'decides', ('Comparison',),
@@ -3594,9 +3601,10 @@ _claims(
                  direction='more',
                  effect='EFFECTS: autoaugment − simclr = 0.047 (Table 3: AutoAug-Imagenet 0.546, SimCLR '
                         "0.499); carried only where our top-1 is the paper's (the test-split probe on "
-                        'Tiny-ImageNet; CIFAR-100 in its role at gpu is not): under our k-fold probe (every '
-                        "profile's kfold = 5 today) or on another dataset it is not in our unit, and the "
-                        'part can agree or be inconclusive, never differ',
+                        'Tiny-ImageNet; CIFAR-100 in its role at gpu is not): under our k-fold probe (kfold '
+                        '= 5 at cpu and cpu-long, 2 at smoke; gpu and paper probe the test split, kfold = 0) '
+                        'or on another dataset it is not in our unit, and the part can agree or be '
+                        'inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_18,
                  note='not at smoke (randaugment, simclr); matched no smoke label'),
@@ -3650,8 +3658,9 @@ _MARGINS_QUANTITY_12 = ("transfer top-1 (%): linear probe of the frozen source b
 _MARGINS_SCALE_13 = ('gpu (CIFAR-100 ↔ CIFAR-10, 5 epochs ≥ 1,000 steps, up to 5 seeds); paper (+ '
                      'Tiny-ImageNet ↔ STL-10, 200 epochs); smoke/cpu-defined pairs of digit halves have no '
                      'paper column (effect None: never differ); cpu does not train it')
-_MARGINS_QUANTITY_14 = ('top-1 (%) of the k-fold probe over all images (train + test; kfold > 0 at every '
-                        'profile), paired over seeds (chance where a run diverged)')
+_MARGINS_QUANTITY_14 = ('top-1 (%) of the linear probe: k-fold over all images (train + test) where kfold > '
+                        '0 (cpu, cpu-long 5; smoke 2), the test split where kfold = 0 (gpu, paper), paired '
+                        'over seeds (chance where a run diverged)')
 _MARGINS_SCALE_15 = ('cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, 1.5, '
                      '2.5, 5); smoke (c 1/3, 1) is a code test; TOST with a margin of ours: can agree, never '
                      'differ')
@@ -4320,9 +4329,9 @@ _claims(
                  direction='more',
                  effect='EFFECTS: MoCo v3 s 20 − s 1 (1.25, Table 2 CIFAR-10 + pos. − MoCo; Fig. 3 is figure '
                         "only); carried only where our top-1 is the paper's (the test-split probe on "
-                        "CIFAR-10): under our k-fold probe (every profile's kfold = 5 today) or on another "
-                        'dataset it is not in our unit, and the part can agree or be inconclusive, never '
-                        'differ',
+                        'CIFAR-10): under our k-fold probe (kfold = 5 at cpu and cpu-long, 2 at smoke; gpu '
+                        'and paper probe the test split, kfold = 0) or on another dataset it is not in our '
+                        'unit, and the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test'),
