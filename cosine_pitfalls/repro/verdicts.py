@@ -287,6 +287,8 @@ class Check(tuple):
         self = tuple.__new__(cls, (v, text))
         self.label, self.value, self.bound, self.side = label, value, bound, side
         self.ok, self.near, self.fails = bool(ok), bool(near), fails
+        # a miss that can only be inconclusive is one of a bound of ours: it cannot test the paper, it is not noise
+        self.untestable = f'{label}: misses a bound of ours' if not ok and fails == 'inconclusive' else ''
         return self
 
     @classmethod
@@ -317,7 +319,8 @@ class SeedChecks(tuple):
         self = tuple.__new__(cls, (v, f"{c[1].rsplit(' → ', 1)[0]} [worst of {n} seeds; {what}] → {v}"))
         self.label, self.value, self.bound, self.side, self.values = label, worst, float(bound), side, vals
         self.ok, self.near, self.misses, self.n, self.fails = k == 0, c.near, k, n, fails
-        self.untestable = ''
+        # every seed misses a bound of ours: not testable by it (as a Check's); some seeds only: seed noise
+        self.untestable = c.untestable if k == n else ''
         return self
 
 class Shown(tuple):
