@@ -10,7 +10,7 @@ from dataclasses import dataclass
 __all__ = ['SECTIONS', 'NOTEBOOKS', 'PAPERS', 'CITATIONS', 'PAPER', 'EFFECTS', 'T2_RATIO_GAPS', 'SERIES', 'PART_ROLES',
            'PART_KINDS', 'PART_DIRECTIONS', 'BOUND_SOURCES', 'CLAIMS', 'Notebook', 'Section', 'Citation', 'PaperResult',
            'section_ids', 'notebook_of', 'notebook_ids', 'check_ids', 'PaperEffect', 'paper_effect', 'effects_of',
-           'PaperSeries', 'paper_series', 'Part', 'Claim', 'claim_part']
+           'PaperSeries', 'paper_series', 'Part', 'Claim', 'claim_part', 'unread_effects']
 
 # %% ../../nbs/repro/00_paper.ipynb #ba884291
 @dataclass(frozen=True)
@@ -589,13 +589,14 @@ _effects(
                 'Figure 4 (drawings): "BYOL begins by concentrating its embeddings at antipodal points"'),
     # pitfalls.fig5: Figure 5 prints no number; its claim ("a more pronounced effect in attraction-only
     # models – a trend that remains consistent throughout the experiments") points to Table 3, whose Cifar10
-    # epoch-100 column has the same dataset and the paper's c (3 contrastive, 9 attraction-only) against c = 1
-    PaperEffect('pitfalls.fig5', 'simclr: mean kNN(c 3) − (c 1)', 0.039, _KNN_5A,
-                'Table 3, Cifar10 epoch 100: SimCLR Default 75.7, Cut (c = 3) 79.6'),
-    PaperEffect('pitfalls.fig5', 'byol: mean kNN(c 9) − (c 1)', 0.127, _KNN_5A,
-                'Table 3, Cifar10 epoch 100: BYOL Default 69.5, Cut (c = 9) 82.2'),
-    PaperEffect('pitfalls.fig5', 'cut gain: byol (c 9) − simclr (c 3)', 0.088, _KNN_5A,
-                'Table 3, Cifar10 epoch 100: BYOL 82.2 − 69.5 = 12.7, SimCLR 79.6 − 75.7 = 3.9'),
+    # epoch-100 column has the same dataset and the paper's c (3 contrastive, 9 attraction-only) against c = 1. Its
+    # final k-nn is not our mean kNN over training, so those numbers are quoted, not this figure's effects (None)
+    PaperEffect('pitfalls.fig5', 'simclr: mean kNN(c 3) − (c 1)', None, _KNN_5A,
+                'quoted only: Table 3, Cifar10 epoch 100: SimCLR Default 75.7, Cut (c = 3) 79.6'),
+    PaperEffect('pitfalls.fig5', 'byol: mean kNN(c 9) − (c 1)', None, _KNN_5A,
+                'quoted only: Table 3, Cifar10 epoch 100: BYOL Default 69.5, Cut (c = 9) 82.2'),
+    PaperEffect('pitfalls.fig5', 'cut gain: byol (c 9) − simclr (c 3)', None, _KNN_5A,
+                'quoted only: Table 3, Cifar10 epoch 100: BYOL 82.2 − 69.5 = 12.7, SimCLR 79.6 − 75.7 = 3.9'),
     *[PaperEffect('pitfalls.fig5', f'{m}: mean kNN(c 0.5) − (c 1)', None, _KNN_5A,
                   'Figure 5 (curves only): "as c > 1 becomes c < 1 … the convergence is slower"')
       for m in ('simclr', 'byol')],
@@ -781,6 +782,11 @@ PART_KINDS = ('Comparison', 'Equivalence', 'Check', 'SeedChecks', 'Untested')   
 PART_DIRECTIONS = ('more', 'less', 'within', 'holds', 'at most', 'at least', 'equal', 'shown')
 BOUND_SOURCES = ('paper', 'ours', 'numerical')   # whose a margin or a check's bound is (`Part.margin`)
 
+def _fits(pattern: str, text: str) -> bool:
+    "Whether `text` is `pattern` whole, each `{}` standing for any non-empty text."
+    import re
+    return re.fullmatch('.+?'.join(map(re.escape, pattern.split('{}'))), text, re.S) is not None
+
 @dataclass(frozen=True)
 class Part:
     "One judged part of a claim, registered from the paper's sentence: what it compares, and whether it decides."
@@ -797,11 +803,16 @@ class Part:
                         # step on an exact statement of the paper: a miss beyond it refutes the statement)
     scale: str          # when it is testable (steps, seeds, what the paper's effect needs)
     note: str = ''
+    effect_key: str | None = None  # where `effect` names the registry: the `EFFECTS` names of its ID it reads
+                                   # (`{}` any text, e.g. the dataset's column): tied by key, checked on registration
 
     def matches(self, label: str) -> bool:
         "Whether a judge's label is this part's (the whole label; `{}` any non-empty text)."
-        import re
-        return re.fullmatch('.+?'.join(map(re.escape, self.pattern.split('{}'))), label, re.S) is not None
+        return _fits(self.pattern, label)
+
+    def effects(self, id: str) -> list:
+        "The registered `PaperEffect`s of claim `id` this part reads (by `effect_key`), in registration order."
+        return [e for (i, k), e in EFFECTS.items() if i == id and self.effect_key and _fits(self.effect_key, k)]
 
 @dataclass(frozen=True)
 class Claim:
@@ -825,8 +836,13 @@ def _claims(*claims: Claim):
             bad = ([f'role {p.role!r}'] * (p.role not in PART_ROLES) + [f'kinds {p.kinds!r}'] * (
                 not p.kinds or not set(p.kinds) <= set(PART_KINDS)) + [f'direction {p.direction!r}'] * (
                 p.direction not in PART_DIRECTIONS))
-            if p.effect and p.effect.startswith('EFFECTS: ') and not any(i == c.id for i, _ in EFFECTS):
-                bad.append(f'effect {p.effect!r} names the registry, but {c.id} has no registered PaperEffect')
+            names = bool(p.effect and p.effect.startswith('EFFECTS:'))
+            if names != bool(p.effect_key):
+                bad.append(f"effect_key {p.effect_key!r} goes with an effect naming the registry ('EFFECTS: …'), and "
+                           f"only with one; effect {p.effect!r}")
+            elif p.effect_key and not p.effects(c.id):
+                bad.append(f'effect_key {p.effect_key!r} matches no PaperEffect of {c.id} (registered: '
+                           f'{[k for i, k in EFFECTS if i == c.id]})')
             if p.margin and p.margin.split(':')[0] not in BOUND_SOURCES:
                 bad.append(f"margin {p.margin!r} must say whose it is ('paper: …', 'ours: because …' or "
                            f"'numerical: …')")
@@ -861,6 +877,13 @@ def claim_part(id: str,     # result ID
            f'is a {kind}; the registry allows {", ".join(hits[0].kinds)}' if hits else
            f'is registered as {other[0].role}, judged as {role}' if other else 'is not registered')
     raise ValueError(f"{id}: the {role} part {label!r} {why} (paper.CLAIMS registers: {known})")
+
+def unread_effects() -> list[tuple[str, str]]:
+    "The registered `PaperEffect`s no part of their ID's claim reads (by `effect_key`): each should be read, or dropped."
+    read = {(c.id, k) for c in CLAIMS.values() for p in c.parts for (i, k) in EFFECTS
+            if i == c.id and p.effect_key and _fits(p.effect_key, k)}
+    return [key for key in EFFECTS if key not in read and key[0] in CLAIMS]
+
 
 # %% ../../nbs/repro/00_paper.ipynb #e981b576
 # claims: pitfalls (each registered from the paper's own sentence, before any run is read)
@@ -1144,7 +1167,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: log₁₀(norm slowdown / angle slowdown) − 1 = 0.70 (log₁₀(100/2) − 1)',
                  margin=None,
-                 scale=_PITFALLS_SCALE_3),
+                 scale=_PITFALLS_SCALE_3,
+                 effect_key='log₁₀(norm slowdown / angle slowdown) − 1'),
             Part('every cell converged', 'decides', ('Check',),
                  quantity='whether every (ρ, φ, seed) cell reached mean cosine > 0.999 within max_steps',
                  compares="each cell's step count against the cap",
@@ -1214,7 +1238,8 @@ _claims(
                  scale=_PITFALLS_SCALE_4,
                  note='deciding at cpu-long/gpu/paper; at smoke/cpu the same comparison is a control (Shown) '
                       "beside the Untested '{m}: λ 0.05 ends at chance'; the label may end with '(a "
-                      "transient collapse, …)'; matched no deciding label at smoke (2 steps)"),
+                      "transient collapse, …)'; matched no deciding label at smoke (2 steps)",
+                 effect_key='{}: kNN(λ 0.05) at chance'),
             Part('{}: final kNN at λ 0.05 − chance band {}', 'control', ('Comparison',),
                  quantity='final kNN top-1 at λ 0.05, minus the chance band',
                  compares="each method's final kNN at λ 0.05 against the chance band",
@@ -1223,7 +1248,8 @@ _claims(
                         "the paper's own data, CIFAR-10 (PAPER_DATA['C-10']): on a dataset standing in for "
                         'it (the digits at smoke, cpu, cpu-long) none, so the part cannot differ',
                  margin=None,
-                 scale='runs shorter than 1,000 steps (smoke, cpu)'),
+                 scale='runs shorter than 1,000 steps (smoke, cpu)',
+                 effect_key='{}: kNN(λ 0.05) at chance'),
             Part('{}: λ 0.05 ends at chance', 'decides', ('Untested',),
                  quantity='final kNN at λ 0.05',
                  compares="λ 0.05's kNN against chance",
@@ -1252,7 +1278,8 @@ _claims(
                         'in for it (the digits at smoke, cpu, cpu-long) none, so the part cannot differ',
                  margin=None,
                  scale='a pair of λ whose decay exposures γ̄λT/(1−β) differ by ≥ 0.5 (else Untested: the '
-                       'larger λ cannot act in our run); ≥ 2 seeds'),
+                       'larger λ cannot act in our run); ≥ 2 seeds',
+                 effect_key='{}: ‖z‖({}) − ‖z‖({})'),
             Part('simsiam: ‖z‖(λ {}) − ‖z‖(λ {}) [zpre_norm_mean]', 'decides', ('Comparison',),
                  quantity="SimSiam's mean norm before its final (non-affine) BN at the last epoch",
                  compares="SimSiam's pre-BN norm at the smaller λ against the next larger λ",
@@ -1266,7 +1293,8 @@ _claims(
                        'larger λ cannot act in our run); ≥ 2 seeds',
                  note="a redefinition (pre-BN norm for the paper's ‖z_i‖) that carries the paper's effect; "
                       'matched no label at smoke (its only pair is Untested by exposure, labelled without '
-                      'the tag)'),
+                      'the tag)',
+                 effect_key='simsiam: ‖z‖({}) − ‖z‖({})'),
             Part('{}: accuracy(λ {}) − accuracy(λ 0)', 'decides', ('Untested',),
                  quantity='final accuracy',
                  compares="the paper's best λ against λ 0",
@@ -1292,7 +1320,8 @@ _claims(
                  scale='runs of ≥ 1,000 steps (ACC_MIN_STEPS): cpu-long (1,001 steps), gpu (8 epochs × 195), '
                        'paper; smoke (2 steps) and cpu (220 steps) make it Untested; headroom 1 − the best '
                        "baseline (raw pixels, untrained z) must exceed the paper's effect",
-                 note='matched no label at smoke (2 steps)'),
+                 note='matched no label at smoke (2 steps)',
+                 effect_key='{}: accuracy({}) − accuracy(λ 0)'),
           )),
     Claim('pitfalls.table2', where='Table 2, §3 (last paragraph) and Appendix C.1',
           sentence='We lastly plot the rate at which positive pairs have angle greater than  '
@@ -1319,7 +1348,8 @@ _claims(
                         'column (at gpu CIFAR-100 plays C-100)',
                  margin=None,
                  scale="≥ 2 seeds and a resolution (1/diag pairs) below the paper's effect; smoke and gpu; "
-                       'cpu untested'),
+                       'cpu untested',
+                 effect_key='{} at epoch 1: {} − simclr'),
             Part("{}: every share falls by the paper's epoch 16, to effectively 0", 'decides', ('Untested',),
                  quantity="share at the paper's epoch 16",
                  compares='epoch 1 against epoch 16',
@@ -1339,7 +1369,8 @@ _claims(
                         'C-100)',
                  margin=None,
                  scale=_PITFALLS_SCALE_5,
-                 note="matched no label: no recorded profile reaches the paper's epoch 16"),
+                 note="matched no label: no recorded profile reaches the paper's epoch 16",
+                 effect_key='{} {}: share(epoch 1) − share(epoch 16)'),
             Part('{} {}: share at our epoch {}', 'decides', ('Equivalence',),
                  quantity='share of positive pairs at an angle > π/2 at our epoch ≙ 16',
                  compares="each method's share against 0 (one-sided TOST, upper)",
@@ -1382,7 +1413,8 @@ _claims(
                  margin=None,
                  scale="≥ 2 seeds, detectable effect below the paper's cell, a length the paper ran (paper "
                        'profile); smoke (1 epoch) and gpu (8, 20 epochs on CIFAR-10/100) can agree or be '
-                       'inconclusive, never differ'),
+                       'inconclusive, never differ',
+                 effect_key='{} {} @{}: cut − default'),
             Part('pitfalls.table3: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
@@ -1411,7 +1443,8 @@ _claims(
                         'it (gpu: CIFAR-100; smoke: the digits) carries none and cannot differ',
                  margin=None,
                  scale="≥ 2 seeds; smoke and gpu (CIFAR-100 in ImageNet-100's role), paper (ImageNet-100); "
-                       'cpu untested'),
+                       'cpu untested',
+                 effect_key='moco_v2: top-1 c 3 − c 1'),
             Part('{} moco_v3: top-1 c 3 − c 1', 'decides', ('Comparison',),
                  quantity='final kNN top-1',
                  compares='MoCo v3 (our backbone, not ViT-S) at c = 3 against c = 1',
@@ -1420,7 +1453,8 @@ _claims(
                         "(PAPER_DATA['IN-100'], an image folder: paper profile); a dataset standing in for "
                         'it (gpu: CIFAR-100; smoke: the digits) carries none and cannot differ',
                  margin=None,
-                 scale='as MoCo v2'),
+                 scale='as MoCo v2',
+                 effect_key='moco_v3: top-1 c 3 − c 1'),
             Part('{} dino: top-1 c 3 − c 1', 'decides', ('Comparison',),
                  quantity='final kNN top-1',
                  compares='DINO at c = 3 against c = 1',
@@ -1429,7 +1463,8 @@ _claims(
                         "itself (PAPER_DATA['IN-100'], an image folder: paper profile); a dataset standing "
                         'in for it (gpu: CIFAR-100; smoke: the digits) carries none and cannot differ',
                  margin=None,
-                 scale='as MoCo v2'),
+                 scale='as MoCo v2',
+                 effect_key='dino: top-1 c 3 − c 1'),
             Part('pitfalls.table4: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
@@ -1466,7 +1501,8 @@ _claims(
                  effect="EFFECTS: c 2 − c 1 (mean over λ) = 0.01725; carried only on the table's own data "
                         '(CIFAR-100); a dataset standing in for it carries none and cannot differ',
                  margin=None,
-                 scale=_PITFALLS_SCALE_9),
+                 scale=_PITFALLS_SCALE_9,
+                 effect_key='c 2 − c 1 (mean over λ)'),
             Part('{}: c 4 − c 1 (mean over λ)', 'decides', ('Comparison',),
                  quantity=_PITFALLS_QUANTITY_8,
                  compares='SimCLR c = 4 against c = 1',
@@ -1475,7 +1511,8 @@ _claims(
                         '(CIFAR-100); a dataset standing in for it carries none and cannot differ',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note='matched no label at smoke (cuts 1, 2)'),
+                 note='matched no label at smoke (cuts 1, 2)',
+                 effect_key='c 4 − c 1 (mean over λ)'),
             Part('{}: c 8 − c 1 (mean over λ)', 'decides', ('Comparison',),
                  quantity=_PITFALLS_QUANTITY_8,
                  compares='SimCLR c = 8 against c = 1',
@@ -1484,7 +1521,8 @@ _claims(
                         '(CIFAR-100); a dataset standing in for it carries none and cannot differ',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note='matched no label at smoke (cuts 1, 2)'),
+                 note='matched no label at smoke (cuts 1, 2)',
+                 effect_key='c 8 − c 1 (mean over λ)'),
             Part('{}: (c 2 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
                  quantity="k-nn top-1 (fraction): (c = 2 − c = 1) at our grid's largest λ minus the same gap "
                           'at its smallest, paired over seeds',
@@ -1496,7 +1534,8 @@ _claims(
                         'data (CIFAR-100)',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 note=_PITFALLS_NOTE_10,
+                 effect_key='(c 2 − c 1) at the largest λ − at the smallest'),
             Part('{}: (c 4 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
                  quantity="k-nn top-1 (fraction): (c = 4 − c = 1) at our grid's largest λ minus the same gap "
                           'at its smallest, paired over seeds',
@@ -1508,7 +1547,8 @@ _claims(
                         'data (CIFAR-100)',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 note=_PITFALLS_NOTE_10,
+                 effect_key='(c 4 − c 1) at the largest λ − at the smallest'),
             Part('{}: (c 8 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
                  quantity="k-nn top-1 (fraction): (c = 8 − c = 1) at our grid's largest λ minus the same gap "
                           'at its smallest, paired over seeds',
@@ -1520,7 +1560,8 @@ _claims(
                         'data (CIFAR-100)',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 note=_PITFALLS_NOTE_10,
+                 effect_key='(c 8 − c 1) at the largest λ − at the smallest'),
             Part('pitfalls.table5: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
@@ -1552,7 +1593,8 @@ _claims(
                         '(ImageNet-100 (an image folder)); a dataset standing in for it carries none and '
                         'cannot differ',
                  margin=None,
-                 scale=_PITFALLS_SCALE_9),
+                 scale=_PITFALLS_SCALE_9,
+                 effect_key='c 2 − c 1 (mean over λ)'),
             Part('{}: c 4 − c 1 (mean over λ)', 'decides', ('Comparison',),
                  quantity=_PITFALLS_QUANTITY_8,
                  compares='SimSiam c = 4 against c = 1',
@@ -1562,7 +1604,8 @@ _claims(
                         'cannot differ',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note='matched no label at smoke (cuts 1, 2)'),
+                 note='matched no label at smoke (cuts 1, 2)',
+                 effect_key='c 4 − c 1 (mean over λ)'),
             Part('{}: c 8 − c 1 (mean over λ)', 'decides', ('Comparison',),
                  quantity=_PITFALLS_QUANTITY_8,
                  compares='SimSiam c = 8 against c = 1',
@@ -1572,7 +1615,8 @@ _claims(
                         'cannot differ',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note='matched no label at smoke (cuts 1, 2)'),
+                 note='matched no label at smoke (cuts 1, 2)',
+                 effect_key='c 8 − c 1 (mean over λ)'),
             Part('{}: (c 2 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
                  quantity="k-nn top-1 (fraction): (c = 2 − c = 1) at our grid's largest λ minus the same gap "
                           'at its smallest, paired over seeds',
@@ -1584,7 +1628,8 @@ _claims(
                         'data (ImageNet-100 (an image folder))',
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 note=_PITFALLS_NOTE_10,
+                 effect_key='(c 2 − c 1) at the largest λ − at the smallest'),
             Part('{}: (c 4 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
                  quantity="k-nn top-1 (fraction): (c = 4 − c = 1) at our grid's largest λ minus the same gap "
                           'at its smallest, paired over seeds',
@@ -1595,7 +1640,8 @@ _claims(
                         "the paper's four λ on its own data (ImageNet-100 (an image folder))",
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 note=_PITFALLS_NOTE_10,
+                 effect_key='(c 4 − c 1) at the largest λ − at the smallest'),
             Part('{}: (c 8 − c 1) at the largest λ − at the smallest', 'decides', ('Comparison',),
                  quantity="k-nn top-1 (fraction): (c = 8 − c = 1) at our grid's largest λ minus the same gap "
                           'at its smallest, paired over seeds',
@@ -1606,7 +1652,8 @@ _claims(
                         "the paper's four λ on its own data (ImageNet-100 (an image folder))",
                  margin=None,
                  scale=_PITFALLS_SCALE_9,
-                 note=_PITFALLS_NOTE_10),
+                 note=_PITFALLS_NOTE_10,
+                 effect_key='(c 8 − c 1) at the largest λ − at the smallest'),
             Part('pitfalls.table6: not trained at this profile', 'decides', ('Untested',),
                  quantity='none (not trained)',
                  compares='nothing',
@@ -1634,43 +1681,48 @@ _claims(
                  quantity='mean ‖z‖',
                  compares='SimCLR optimizing only the attraction term (λ 0): last epoch against epoch 0',
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: simclr attraction: ‖z‖ end − start (value None: Figure 3 draws curves only)',
                  margin=None,
                  scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='simclr attraction: ‖z‖ end − start'),
             Part('simclr repulsion: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR optimizing only the repulsion term (λ 0): last epoch against epoch 0',
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: simclr repulsion: ‖z‖ end − start (value None: Figure 3 draws curves only)',
                  margin=None,
                  scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='simclr repulsion: ‖z‖ end − start'),
             Part('simclr both: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity='mean ‖z‖',
                  compares='SimCLR, full InfoNCE (λ 0): last epoch against epoch 0',
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: simclr both: ‖z‖ end − start (value None: Figure 3 draws curves only)',
                  margin=None,
                  scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='simclr both: ‖z‖ end − start'),
             Part('{} λ 0: ‖z‖ end − start', 'decides', ('Comparison',),
                  quantity="mean ‖z‖ (Table 1's runs)",
                  compares='SimCLR and BYOL at λ 0: last epoch against epoch 0',
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: {} λ 0: ‖z‖ end − start (value None: Figure 3 draws curves only)',
                  margin=None,
                  scale=_PITFALLS_SCALE_11,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='{} λ 0: ‖z‖ end − start'),
             Part('simsiam λ 0: ‖z‖ end − start [zpre_norm_mean]', 'decides', ('Comparison',),
                  quantity="SimSiam's mean norm before its final BN",
                  compares='SimSiam at λ 0: last epoch against epoch 0',
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: simsiam λ 0: ‖z‖ end − start (value None: Figure 3 draws curves only)',
                  margin=None,
                  scale=_PITFALLS_SCALE_11,
                  note='a redefinition (pre-BN norm); EFFECTS registers this part with value None (a figure '
-                      'without numbers): it can agree, never differ'),
+                      'without numbers): it can agree, never differ',
+                 effect_key='simsiam λ 0: ‖z‖ end − start'),
             Part('{}: ‖z‖ end at λ {} − at λ 0', 'decides', ('Comparison',),
                  quantity='mean ‖z‖ at the last epoch',
                  compares="SimCLR and BYOL at the largest λ of Table 1's grid (0.05) against λ 0",
@@ -1679,7 +1731,8 @@ _claims(
                         'printed norms); carried only on CIFAR-10 itself: on a dataset standing in for it '
                         '(the digits) none, so it cannot differ',
                  margin=None,
-                 scale="≥ 2 seeds; Table 1's printed norms as the effect: can differ"),
+                 scale="≥ 2 seeds; Table 1's printed norms as the effect: can differ",
+                 effect_key='{}: ‖z‖ end at λ 0.05 − at λ 0'),
             Part('simsiam: ‖z‖ end at λ {} − at λ 0 [zpre_norm_mean]', 'decides', ('Comparison',),
                  quantity="SimSiam's pre-BN mean norm at the last epoch",
                  compares='SimSiam at λ 0.05 against λ 0',
@@ -1689,7 +1742,8 @@ _claims(
                         'so it cannot differ',
                  margin=None,
                  scale="≥ 2 seeds; Table 1's printed norms as the effect: can differ",
-                 note="a redefinition (pre-BN norm) that carries the paper's effect"),
+                 note="a redefinition (pre-BN norm) that carries the paper's effect",
+                 effect_key='simsiam: ‖z‖ end at λ 0.05 − at λ 0'),
             Part('{}: ‖z‖ grows without λ, less with it', 'decides', ('Untested',),
                  quantity='mean ‖z‖',
                  compares='λ 0 over training, λ 0.05 against λ 0',
@@ -1714,18 +1768,20 @@ _claims(
                  quantity='share of positive pairs at an angle > π/2 in the 2-d embedding',
                  compares="BYOL against SimCLR at our epoch read as the paper's epoch 1 (capped at our last)",
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: obtuse share at epoch 1: byol − simclr (value None: Figure 4 is drawings)',
                  margin=None,
                  scale=_PITFALLS_SCALE_13,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='obtuse share at epoch 1: byol − simclr'),
             Part('R₂ at epoch 1: byol − simclr (our epoch {})', 'decides', ('Comparison',),
                  quantity="R₂ = |mean of exp(2iθ)| of the 2-d embeddings' angles (antipodal concentration)",
                  compares="BYOL against SimCLR at our epoch read as the paper's epoch 1",
                  direction='more',
-                 effect=None,
+                 effect='EFFECTS: R₂ at epoch 1: byol − simclr (value None: Figure 4 is drawings)',
                  margin=None,
                  scale=_PITFALLS_SCALE_13,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='R₂ at epoch 1: byol − simclr'),
           )),
     Claim('pitfalls.fig5', where='Figure 5 and Appendix C.2',
           sentence='We see that dividing the network’s weights by  $c > 1$  leads to immediate convergence '
@@ -1754,28 +1810,33 @@ _claims(
                  quantity='mean kNN top-1 over the evaluations after epoch 0 (every eval_every epochs)',
                  compares="each method's default cut (SimCLR c 3, BYOL c 9) against c = 1 at each base rate",
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: {}: mean kNN(c {}) − (c 1) (value None: Table 3's epoch-100 gaps are "
+                        "quoted, not this figure's unit — our mean kNN over training is not its final k-nn)",
                  margin=None,
                  scale='≥ 2 seeds; each base learning rate of lrs_f5 (smoke/cpu 0.03, 0.3; gpu/paper 0.006, '
                        "0.06); headroom 1 − c 1's mean kNN above the paper's effect",
                  note='not carried: simclr: mean kNN(c 3) − (c 1) = 0.039; byol: mean kNN(c 9) − (c 1) = '
                       "0.127 (Table 3, Cifar10 epoch 100, final k-nn) is Table 3's final k-nn at epoch 100, "
                       'not our mean kNN over training (Fig. 5 itself is curves without a number): the part '
-                      'can agree or be inconclusive, never differ'),
+                      'can agree or be inconclusive, never differ',
+                 effect_key='{}: mean kNN(c {}) − (c 1)'),
             Part('{}: mean kNN(c 0.5) − (c 1) @lr {}', 'decides', ('Comparison',),
                  quantity='mean kNN top-1 over the evaluations after epoch 0',
                  compares='c = 0.5 against c = 1 at each base rate',
                  direction='less',
-                 effect=None,
+                 effect='EFFECTS: {}: mean kNN(c 0.5) − (c 1) (value None: Figure 5 draws curves only)',
                  margin=None,
                  scale=_PITFALLS_SCALE_13,
-                 note=_PITFALLS_NOTE_12),
+                 note=_PITFALLS_NOTE_12,
+                 effect_key='{}: mean kNN(c 0.5) − (c 1)'),
             Part('cut gain: byol (c 9) − simclr (c 3) @lr {}', 'decides', ('Comparison', 'Untested'),
                  quantity='difference of the gains in mean kNN (own c − c 1)',
                  compares="BYOL's gain (c 9 − c 1) against SimCLR's (c 3 − c 1) at each base rate, only "
                           'where both gains agree at 5 % before Holm',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: cut gain: byol (c 9) − simclr (c 3) (value None: Table 3's epoch-100 gaps "
+                        "are quoted, not this figure's unit — our mean kNN over training is not its final "
+                        'k-nn)',
                  margin=None,
                  scale='≥ 2 seeds; each base learning rate of lrs_f5 (smoke/cpu 0.03, 0.3; gpu/paper 0.006, '
                        "0.06); headroom 1 − c 1's mean kNN above the paper's effect; Untested unless both "
@@ -1783,7 +1844,8 @@ _claims(
                  note="the label ends with ' [headroom: 1 − byol c 1's mean kNN]' when it is a Comparison; "
                       'not carried: cut gain: byol (c 9) − simclr (c 3) = 0.088 (Table 3, Cifar10 epoch 100) '
                       "is Table 3's final k-nn at epoch 100, not our mean kNN over training (Fig. 5 itself "
-                      'is curves without a number): the part can agree or be inconclusive, never differ'),
+                      'is curves without a number): the part can agree or be inconclusive, never differ',
+                 effect_key='cut gain: byol (c 9) − simclr (c 3)'),
           )),
 )
 
@@ -1903,14 +1965,16 @@ _claims(
                  direction='less',
                  effect='EFFECTS: slope of log₁₀ Var[s_neg] on log₁₀ m (no number)',
                  margin=None,
-                 scale=_LEE_SCALE_2),
+                 scale=_LEE_SCALE_2,
+                 effect_key='slope of log₁₀ Var[s_neg] on log₁₀ m'),
             Part('reshuffled batches: slope of log₁₀ Var[s_neg] on log₁₀ m (m < n)', 'decides', ('Comparison',),
                  quantity='the same slope with batches reshuffled every step (ours)',
                  compares='the slope against 0',
                  direction='less',
                  effect='EFFECTS: slope of log₁₀ Var[s_neg] on log₁₀ m (no number)',
                  margin=None,
-                 scale=_LEE_SCALE_2),
+                 scale=_LEE_SCALE_2,
+                 effect_key='slope of log₁₀ Var[s_neg] on log₁₀ m'),
             Part('reshuffled, λ = {}: log₁₀ Var[s_neg]: with L_VRNS − without (mean over m < n)',
                  'decides', ('Comparison',),
                  quantity='log₁₀ Var[s_neg] with L_VRNS (Def. 5.7) at weight λ minus without, mean over m < '
@@ -1919,7 +1983,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: log₁₀ Var[s_neg]: with L_VRNS − without (no number)',
                  margin=None,
-                 scale=_LEE_SCALE_2),
+                 scale=_LEE_SCALE_2,
+                 effect_key='log₁₀ Var[s_neg]: with L_VRNS − without'),
             Part('s_pos = 1 without L_VRNS, fixed batches: max 1 − s_pos over batch sizes',
                  'decides', ('SeedChecks',),
                  quantity='1 − s_pos at λ = 0 on the fixed partition (f*_batch as Thm 5.5 defines it), worst '
@@ -1968,7 +2033,8 @@ _claims(
                         '0.0205, 0.0253)',
                  margin=None,
                  scale="testable where the seeds detect less than the paper's gap for that pair (gpu: 5 "
-                       'seeds, CIFAR-10, ResNet-18)'),
+                       'seeds, CIFAR-10, ResNet-18)',
+                 effect_key='SimCLR variance: batch 32 − batch {}'),
             Part('batch {}: variance with − without L_VRNS [headroom: the variance without it, ≥ 0]',
                  'decides', ('Comparison',),
                  quantity='the same variance',
@@ -1977,7 +2043,8 @@ _claims(
                  effect='EFFECTS: lee.table_var / batch {b}: variance with − without L_VRNS (0.0641 … 0.0479)',
                  margin=None,
                  scale="testable where the seeds detect less than the paper's gap and SimCLR's own variance "
-                       '(headroom) exceeds it'),
+                       '(headroom) exceeds it',
+                 effect_key='batch {}: variance with − without L_VRNS'),
             Part('batch {}: kNN with − without L_VRNS', 'decides', ('Comparison', 'Untested'),
                  quantity='kNN top-1 on r at the end of training',
                  compares='SimCLR + L_VRNS against SimCLR at the smallest batch',
@@ -1986,7 +2053,8 @@ _claims(
                  margin=None,
                  scale='Untested below 1,000 SGD steps (ACC_MIN_STEPS, ours: smoke, cpu); a Comparison at '
                        'cpu-long/gpu/paper, but never for differ: the paper gives no number in this unit (a '
-                       'figure); it can agree or be inconclusive only'),
+                       'figure); it can agree or be inconclusive only',
+                 effect_key='batch 32: kNN with − without L_VRNS'),
           )),
 )
 
@@ -2105,7 +2173,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: log₁₀ ‖W_noised‖/‖W_clean‖: slope over k (no number: a figure)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='log₁₀ ‖W_noised‖/‖W_clean‖: slope over k'),
             Part('σ gap at the largest k − at k = 0 (log₁₀ σ, smallest − largest half)',
                  'decides', ('Comparison',),
                  quantity='mean log₁₀ σ of the 8 smallest singular values minus that of the 8 largest, after '
@@ -2114,7 +2183,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: σ gap at the largest k − at k = 0 (no number: a figure)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='σ gap at the largest k − at k = 0'),
           )),
     Claim('directclr.fig5', where='§5.3 (Theorem 2) and Figure 5',
           sentence='Here, we also empirically demonstrate that under InfoNCE loss, the absolute value of the '
@@ -2220,14 +2290,16 @@ _claims(
                  direction='more',
                  effect='EFFECTS: collapsed dimensions per added layer (no number: a figure)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='collapsed dimensions per added layer'),
             Part('ReLU: collapsed dimensions per added layer', 'decides', ('Comparison',),
                  quantity='the same with ReLU between layers',
                  compares='per-seed slope over depth against 0',
                  direction='more',
                  effect='EFFECTS: collapsed dimensions per added layer (no number: a figure)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='collapsed dimensions per added layer'),
             Part("one layer, as printed (a): collapsed dimensions at the end, most in a seed's runs",
                  'decides', ('SeedChecks',),
                  quantity='covariance eigenvalues of the one-layer embeddings below 1e-4 of the largest at '
@@ -2275,14 +2347,16 @@ _claims(
                  effect='EFFECTS: directclr.table1 / mlp2 − directclr (0.038)',
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
-                 note=_DIRECTCLR_NOTE_5),
+                 note=_DIRECTCLR_NOTE_5,
+                 effect_key='mlp2 − directclr'),
             Part('directclr − linear', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR against SimCLR with a 1-layer linear projector',
                  direction='more',
                  effect='EFFECTS: directclr.table1 / directclr − linear (0.016)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='directclr − linear'),
             Part('directclr − linear: linear not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2293,7 +2367,8 @@ _claims(
                  scale='cpu profile: not trained (cpu-long trains it)',
                  note='Untested variant of the comparison above: produced where a compared setting is not '
                       'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                      'train all)',
+                 effect_key='directclr − linear'),
             Part('linear − none', 'control', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='SimCLR with a linear projector against no projector',
@@ -2301,7 +2376,8 @@ _claims(
                  effect='EFFECTS: directclr.table1 / linear − none (0.096)',
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
-                 note=_DIRECTCLR_NOTE_5),
+                 note=_DIRECTCLR_NOTE_5,
+                 effect_key='linear − none'),
             Part('directclr − none', 'control', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR against SimCLR without a projector',
@@ -2309,7 +2385,8 @@ _claims(
                  effect='EFFECTS: directclr.table1 / directclr − none (0.112)',
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
-                 note=_DIRECTCLR_NOTE_5),
+                 note=_DIRECTCLR_NOTE_5,
+                 effect_key='directclr − none'),
           )),
     Claim('directclr.table2', where='§6.3, Table 2 and App. F',
           sentence='Proposition 1 matches the fact that: (a) an orthogonal constrained projector performs '
@@ -2338,7 +2415,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − none (0.108)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='lowrank − none'),
             Part('lowrank − none: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2348,7 +2426,8 @@ _claims(
                  effect='EFFECTS: directclr.table2 / lowrank − none (0.108)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='lowrank − none'),
             Part('lowrank − orthogonal', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank projector against the fixed orthogonal projector (Prop. 2: a '
@@ -2356,7 +2435,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − orthogonal (0.101)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='lowrank − orthogonal'),
             Part('lowrank − orthogonal: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2366,7 +2446,8 @@ _claims(
                  effect='EFFECTS: directclr.table2 / lowrank − orthogonal (0.101)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='lowrank − orthogonal'),
             Part('lowrank − linear', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank projector against the trainable linear projector (Prop. 2: a '
@@ -2374,7 +2455,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.table2 / lowrank − linear (0.012)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='lowrank − linear'),
             Part('lowrank − linear: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2384,7 +2466,8 @@ _claims(
                  effect='EFFECTS: directclr.table2 / lowrank − linear (0.012)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='lowrank − linear'),
             Part('lowrank − diagonal', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank projector against the trainable diagonal projector (Prop. 2: a '
@@ -2396,7 +2479,8 @@ _claims(
                        'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
                        'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
                        "usually blocks it; and only where every seed's diagonal |w| spread ≥ 2 (MIN_SPREAD, "
-                       'ours)'),
+                       'ours)',
+                 effect_key='lowrank − diagonal'),
             Part('lowrank − diagonal: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2406,7 +2490,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='lowrank − diagonal'),
             Part('lowrank − diagonal {}; lowrank − diagonal: the trained diagonal projector stayed nearly '
                  'uniform (largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no projector',
                  'decides', ('Untested',),
@@ -2418,7 +2503,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_7,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_8,
-                 note=_DIRECTCLR_NOTE_9),
+                 note=_DIRECTCLR_NOTE_9,
+                 effect_key='lowrank − diagonal'),
             Part('directclr − none', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank diagonal projector (the DirectCLR run) against no projector '
@@ -2426,7 +2512,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.table2 / directclr − none (0.112)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='directclr − none'),
             Part('directclr − none: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2436,7 +2523,8 @@ _claims(
                  effect='EFFECTS: directclr.table2 / directclr − none (0.112)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='directclr − none'),
             Part('directclr − orthogonal', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank diagonal projector (the DirectCLR run) against the fixed '
@@ -2444,7 +2532,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.table2 / directclr − orthogonal (0.105)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='directclr − orthogonal'),
             Part('directclr − orthogonal: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2455,7 +2544,8 @@ _claims(
                  effect='EFFECTS: directclr.table2 / directclr − orthogonal (0.105)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='directclr − orthogonal'),
             Part('directclr − linear', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank diagonal projector (the DirectCLR run) against the trainable '
@@ -2463,7 +2553,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.table2 / directclr − linear (0.016)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='directclr − linear'),
             Part('directclr − linear: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2474,7 +2565,8 @@ _claims(
                  effect='EFFECTS: directclr.table2 / directclr − linear (0.016)',
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='directclr − linear'),
             Part('directclr − diagonal', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank diagonal projector (the DirectCLR run) against the trainable '
@@ -2486,7 +2578,8 @@ _claims(
                        'raw-pixel probe leaves headroom (1 − baseline) above it: gpu (5 seeds, CIFAR-10, '
                        'ResNet-18) / cpu-long; at cpu (4 seeds, digits) the headroom of the digits probe '
                        "usually blocks it; and only where every seed's diagonal |w| spread ≥ 2 (MIN_SPREAD, "
-                       'ours)'),
+                       'ours)',
+                 effect_key='directclr − diagonal'),
             Part('directclr − diagonal: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2497,7 +2590,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_10,
                  margin=None,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='directclr − diagonal'),
             Part('directclr − diagonal {}; directclr − diagonal: the trained diagonal projector stayed '
                  'nearly uniform (largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no '
                  'projector',
@@ -2511,7 +2605,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_10,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_8,
-                 note=_DIRECTCLR_NOTE_9),
+                 note=_DIRECTCLR_NOTE_9,
+                 effect_key='directclr − diagonal'),
             Part('orthogonal − none', 'decides', ('Equivalence',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares="the fixed orthogonal projector against no projector (Prop. 1: 'performs the "
@@ -2521,7 +2616,8 @@ _claims(
                         'own gap)',
                  margin=_DIRECTCLR_MARGIN_11,
                  scale='agree where the paired seeds resolve ±1 point (gpu: 5 seeds, CIFAR-10, ResNet-18; '
-                       'cpu-long); never differ (margin ours)'),
+                       'cpu-long); never differ (margin ours)',
+                 effect_key='orthogonal − none'),
             Part('orthogonal − none: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2532,7 +2628,8 @@ _claims(
                         'own gap)',
                  margin=_DIRECTCLR_MARGIN_11,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='orthogonal − none'),
             Part('lowrank − directclr', 'decides', ('Equivalence',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the fixed low-rank projector against the fixed low-rank diagonal projector (the '
@@ -2542,7 +2639,8 @@ _claims(
                         "paper's own gap)",
                  margin=_DIRECTCLR_MARGIN_11,
                  scale='agree where the paired seeds resolve ±1 point (gpu: 5 seeds, CIFAR-10, ResNet-18; '
-                       'cpu-long); never differ (margin ours)'),
+                       'cpu-long); never differ (margin ours)',
+                 effect_key='lowrank − directclr'),
             Part('lowrank − directclr: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2554,7 +2652,8 @@ _claims(
                         "paper's own gap)",
                  margin=_DIRECTCLR_MARGIN_11,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='lowrank − directclr'),
             Part('linear − diagonal', 'decides', ('Equivalence',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the trainable linear projector against the trainable diagonal projector (Prop. 1: '
@@ -2564,7 +2663,8 @@ _claims(
                  margin=_DIRECTCLR_MARGIN_11,
                  scale='agree where the paired seeds resolve ±1 point (gpu: 5 seeds, CIFAR-10, ResNet-18; '
                        "cpu-long); never differ (margin ours); only where every seed's trained diagonal has "
-                       '|w| spread ≥ 2 (MIN_SPREAD, ours)'),
+                       '|w| spread ≥ 2 (MIN_SPREAD, ours)',
+                 effect_key='linear − diagonal'),
             Part('linear − diagonal: {} not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2574,7 +2674,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_12,
                  margin=_DIRECTCLR_MARGIN_11,
                  scale='cpu profile: not trained',
-                 note=_DIRECTCLR_NOTE_6),
+                 note=_DIRECTCLR_NOTE_6,
+                 effect_key='linear − diagonal'),
             Part('linear − diagonal {}; linear − diagonal: the trained diagonal projector stayed nearly '
                  'uniform (largest/smallest |w| < 2 in some seed, or not measured), i.e. nearly no projector',
                  'decides', ('Untested',),
@@ -2586,7 +2687,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_12,
                  margin=_DIRECTCLR_MARGIN_11,
                  scale=_DIRECTCLR_SCALE_8,
-                 note=_DIRECTCLR_NOTE_9),
+                 note=_DIRECTCLR_NOTE_9,
+                 effect_key='linear − diagonal'),
             Part('linear − none', 'control', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the trainable linear projector against no projector',
@@ -2595,7 +2697,8 @@ _claims(
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
                  note="the table's rows against no projector, which no sentence of §6.3 or App. F claims: "
-                      'shown beside the claim, never deciding'),
+                      'shown beside the claim, never deciding',
+                 effect_key='linear − none'),
             Part('diagonal − none', 'control', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the trainable diagonal projector against no projector',
@@ -2604,7 +2707,8 @@ _claims(
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
                  note="the table's rows against no projector, which no sentence of §6.3 or App. F claims: "
-                      'shown beside the claim, never deciding'),
+                      'shown beside the claim, never deciding',
+                 effect_key='diagonal − none'),
           )),
     Claim('directclr.subvector', where='App. F ("Linear probe on subvector", "Random dropout instead of '
                                        'fixed subvector"), against Table 1\'s DirectCLR 62.7',
@@ -2624,14 +2728,16 @@ _claims(
                  effect='EFFECTS: directclr.subvector / whole r − r[:d₀] (0.148)',
                  margin=None,
                  scale='testable where the seeds detect less than 0.148 (no headroom bound: r[:d₀] is not '
-                       'bounded by the pixels)'),
+                       'bounded by the pixels)',
+                 effect_key='whole r − r[:d₀]'),
             Part('fixed − random subset', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR (fixed r[:d₀]) against the random-d₀-subset-per-step run, probe on r',
                  direction='more',
                  effect='EFFECTS: directclr.subvector / fixed − random subset (0.197)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='fixed − random subset'),
             Part('fixed − random subset: random subset not trained at this profile (-p settings=all trains it)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2642,7 +2748,8 @@ _claims(
                  scale='cpu profile: not trained',
                  note='Untested variant of the comparison above: produced where a compared setting is not '
                       'trained (the cpu profile trains none, mlp2, directclr only; cpu-long/gpu/paper/smoke '
-                      'train all)'),
+                      'train all)',
+                 effect_key='fixed − random subset'),
           )),
     Claim('directclr.fig9', where='§6.1-6.2, Figure 9 (and Figure 7b)',
           sentence='We visualize the learnt representation space spectrum in Figure 9. *DirectCLR* prevents '
@@ -2663,21 +2770,24 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.fig9 / none collapses (no number: a figure)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='none collapses'),
             Part('none − mlp2', 'decides', ('Comparison',),
                  quantity='collapsed dimensions of r',
                  compares='no projector against the 2-layer projector, paired over seeds',
                  direction='more',
                  effect='EFFECTS: directclr.fig9 / none − mlp2 (no number)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='none − mlp2'),
             Part('none − directclr', 'decides', ('Comparison',),
                  quantity='collapsed dimensions of r',
                  compares='no projector against DirectCLR, paired over seeds',
                  direction='more',
                  effect='EFFECTS: directclr.fig9 / none − directclr (no number)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='none − directclr'),
           )),
     Claim('directclr.fig2', where='§3 and Figure 2',
           sentence='We observe that a number of singular values collapse to zero, thus representing '
@@ -2694,7 +2804,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: directclr.fig2 / embedding collapses (no number: a figure)',
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='embedding collapses'),
             Part("the paper's statement (a 128-d ImageNet embedding)", 'decides', ('Untested',),
                  quantity='the statement about one ImageNet SimCLR embedding',
                  compares='not compared below the paper profile',
@@ -2722,7 +2833,8 @@ _claims(
                  direction='more',
                  effect=_DIRECTCLR_EFFECT_13,
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_1),
+                 scale=_DIRECTCLR_SCALE_1,
+                 effect_key='d₀ − smallest d₀'),
             Part('d₀=90 − d₀=16', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at gpu (d₀ = 90 of 512 against 16)',
@@ -2730,7 +2842,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_13,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_1,
-                 note='gpu profile only'),
+                 note='gpu profile only',
+                 effect_key='d₀ − smallest d₀'),
             Part('d₀=360 − d₀=32', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at paper scale (d₀ = 360 of 2048 against 32)',
@@ -2738,7 +2851,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_13,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_1,
-                 note='paper profile only'),
+                 note='paper profile only',
+                 effect_key='d₀ − smallest d₀'),
             Part('d₀=6 − a smaller d₀: none trained at this profile (-p settings=all trains the sweep)',
                  'decides', ('Untested',),
                  quantity=_DIRECTCLR_QUANTITY_3,
@@ -2747,7 +2861,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_13,
                  margin=None,
                  scale='cpu profile (no sweep)',
-                 note='cpu profile only'),
+                 note='cpu profile only',
+                 effect_key='d₀ − smallest d₀'),
             Part('d₀=6 − d₀=32', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='DirectCLR at d₀ = 6 against d₀ = d = 32 (SimCLR without projector): smoke, cpu, '
@@ -2755,7 +2870,8 @@ _claims(
                  direction='more',
                  effect=_DIRECTCLR_EFFECT_14,
                  margin=None,
-                 scale=_DIRECTCLR_SCALE_4),
+                 scale=_DIRECTCLR_SCALE_4,
+                 effect_key='d₀ − d'),
             Part('d₀=90 − d₀=512', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at gpu (d = 512)',
@@ -2763,7 +2879,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_14,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
-                 note='gpu profile only'),
+                 note='gpu profile only',
+                 effect_key='d₀ − d'),
             Part('d₀=360 − d₀=2048', 'decides', ('Comparison',),
                  quantity=_DIRECTCLR_QUANTITY_3,
                  compares='the same at paper scale (d = 2048)',
@@ -2771,7 +2888,8 @@ _claims(
                  effect=_DIRECTCLR_EFFECT_14,
                  margin=None,
                  scale=_DIRECTCLR_SCALE_4,
-                 note='paper profile only'),
+                 note='paper profile only',
+                 effect_key='d₀ − d'),
           )),
 )
 
@@ -3122,7 +3240,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: CLOP − SSL accuracy (value None: Table 5 is an image)',
                  margin=None,
-                 scale=_CLOP_SCALE_4),
+                 scale=_CLOP_SCALE_4,
+                 effect_key='CLOP − SSL accuracy'),
             Part('{} weighting, {}: CLOP − SSL class |cos|', 'decides', ('Comparison',),
                  quantity='mean |cos| between the class-mean directions of the ℓ2-normalized embeddings (0: '
                           'orthogonal classes)',
@@ -3132,7 +3251,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP − SSL class |cos| (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_4),
+                 scale=_CLOP_SCALE_4,
+                 effect_key='CLOP − SSL class |cos|'),
             Part('{} weighting, {}: CLOP − SSL effective rank', 'decides', ('Comparison',),
                  quantity='effective rank of the ℓ2-normalized embeddings (uncentred; 1..3)',
                  compares='CLOP against SSL, paired over seeds, for InfoNCE and DCL only, per CLOP weighting '
@@ -3141,7 +3261,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: CLOP − SSL effective rank (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_4),
+                 scale=_CLOP_SCALE_4,
+                 effect_key='CLOP − SSL effective rank'),
             Part('InfoNCE / DCL effective rank', 'decides', ('Untested',),
                  quantity='nothing (neither InfoNCE nor DCL in the bases)',
                  compares='nothing',
@@ -3170,14 +3291,16 @@ _claims(
                  direction='more',
                  effect='EFFECTS: orthonormal − ETF accuracy (value None: figures only, none on synthetic data)',
                  margin=None,
-                 scale=_CLOP_SCALE_4),
+                 scale=_CLOP_SCALE_4,
+                 effect_key='orthonormal − ETF accuracy'),
             Part('{}: orthonormal − ETF effective rank', 'decides', ('Comparison',),
                  quantity='effective rank of ẑ (1..3)',
                  compares='orthonormal against ETF prototypes, paired over seeds, per base loss',
                  direction='more',
                  effect='EFFECTS: orthonormal − ETF effective rank (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_4),
+                 scale=_CLOP_SCALE_4,
+                 effect_key='orthonormal − ETF effective rank'),
           )),
     Claim('clop.table1_synthetic', where='§5 "Ablation Study on λ Tuning" and Table 1 (CIFAR-100 / '
                                          'Tiny-ImageNet, SupCon); the paper has no λ ablation on the '
@@ -3195,34 +3318,42 @@ _claims(
                  quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1 against CLOP at λ 0.1, paired over seeds, per CLOP weighting',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: λ 1 − λ 0.1 (value None: another experiment's number (Table 1, images), "
+                        'quoted only)',
                  margin=None,
                  scale=_CLOP_SCALE_6,
-                 note=_CLOP_NOTE_7),
+                 note=_CLOP_NOTE_7,
+                 effect_key='λ 1 − λ 0.1'),
             Part('{} weighting: λ 1 − λ 0.5', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1 against CLOP at λ 0.5, paired over seeds, per CLOP weighting',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: λ 1 − λ 0.5 (value None: another experiment's number (Table 1, images), "
+                        'quoted only)',
                  margin=None,
                  scale=_CLOP_SCALE_6,
-                 note='the only best part at smoke (λ 0.5, 1.0)'),
+                 note='the only best part at smoke (λ 0.5, 1.0)',
+                 effect_key='λ 1 − λ 0.5'),
             Part('{} weighting: λ 1.5 − λ 0.1', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1.5 against CLOP at λ 0.1, paired over seeds, per CLOP weighting',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: λ 1.5 − λ 0.1 (value None: another experiment's number (Table 1, images), "
+                        'quoted only)',
                  margin=None,
                  scale=_CLOP_SCALE_6,
-                 note=_CLOP_NOTE_7),
+                 note=_CLOP_NOTE_7,
+                 effect_key='λ 1.5 − λ 0.1'),
             Part('{} weighting: λ 1.5 − λ 0.5', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_5,
                  compares='CLOP at λ 1.5 against CLOP at λ 0.5, paired over seeds, per CLOP weighting',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: λ 1.5 − λ 0.5 (value None: another experiment's number (Table 1, images), "
+                        'quoted only)',
                  margin=None,
                  scale=_CLOP_SCALE_6,
-                 note=_CLOP_NOTE_7),
+                 note=_CLOP_NOTE_7,
+                 effect_key='λ 1.5 − λ 0.5'),
             Part('{} weighting: λ {} − λ 1 stable', 'decides', ('Equivalence',),
                  quantity='the same averaged kNN accuracy',
                  compares='each other λ of the sweep against λ = 1 (TOST within ±0.08), per CLOP weighting',
@@ -3272,25 +3403,31 @@ _claims(
                  quantity=_CLOP_QUANTITY_8,
                  compares='CLOP with cosine similarity against euclidean, paired over seeds',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: cosine − euclidean (value None: another experiment's number (Table 2, "
+                        'CIFAR-100), quoted only)',
                  margin=None,
                  scale=_CLOP_SCALE_6,
-                 note='cpu/gpu/paper only (smoke runs cosine, manhattan); matched no smoke label'),
+                 note='cpu/gpu/paper only (smoke runs cosine, manhattan); matched no smoke label',
+                 effect_key='cosine − euclidean'),
             Part('cosine − manhattan', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_8,
                  compares='CLOP with cosine similarity against manhattan, paired over seeds',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: cosine − manhattan (value None: another experiment's number (Table 2, "
+                        'CIFAR-100), quoted only)',
                  margin=None,
-                 scale=_CLOP_SCALE_6),
+                 scale=_CLOP_SCALE_6,
+                 effect_key='cosine − manhattan'),
             Part('euclidean − manhattan', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_8,
                  compares='CLOP with euclidean similarity against manhattan, paired over seeds',
                  direction='more',
-                 effect=None,
+                 effect="EFFECTS: euclidean − manhattan (value None: another experiment's number (Table 2, "
+                        'CIFAR-100), quoted only)',
                  margin=None,
                  scale=_CLOP_SCALE_6,
-                 note='cpu/gpu/paper only (smoke runs cosine, manhattan); matched no smoke label'),
+                 note='cpu/gpu/paper only (smoke runs cosine, manhattan); matched no smoke label',
+                 effect_key='euclidean − manhattan'),
             Part('similarity order', 'decides', ('Untested',),
                  quantity='nothing',
                  compares='nothing (fewer than two similarities run)',
@@ -3322,7 +3459,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None: figure only)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='CLOP drop − baseline drop'),
             Part('10% labels, drop from batch size {} to {}: InfoNCE + CLOP − InfoNCE + linear',
                  'decides', ('Comparison',),
                  quantity='the same drop, probe on the labelled 10 %',
@@ -3331,7 +3469,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None: figure only)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='CLOP drop − baseline drop'),
             Part('clop.fig6: not trained at the {} scale', 'decides', ('Untested',),
                  quantity=_CLOP_QUANTITY_10,
                  compares=_CLOP_COMPARES_11,
@@ -3365,7 +3504,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: baseline at the largest lr − chance band (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='baseline at the largest lr − chance band'),
             Part('InfoNCE + linear at lr {}: top-1 − chance band (collapsed at the end)',
                  'decides', ('Comparison',),
                  quantity='the same top-1, probe on the labelled 10 %',
@@ -3373,28 +3513,32 @@ _claims(
                  direction='less',
                  effect='EFFECTS: baseline at the largest lr − chance band (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='baseline at the largest lr − chance band'),
             Part('SupCon + CLOP at lr {}: top-1 − chance band (not collapsed)', 'decides', ('Comparison',),
                  quantity='the same top-1 at the largest rate',
                  compares='SupCon + CLOP against the chance band',
                  direction='more',
                  effect='EFFECTS: CLOP at the largest lr − chance band (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='CLOP at the largest lr − chance band'),
             Part('InfoNCE + CLOP at lr {}: top-1 − chance band (not collapsed)', 'decides', ('Comparison',),
                  quantity='the same top-1 at the largest rate, 10 % labels',
                  compares='InfoNCE + CLOP against the chance band',
                  direction='more',
                  effect='EFFECTS: CLOP at the largest lr − chance band (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='CLOP at the largest lr − chance band'),
             Part('100% labels, drop from lr {} to {}: SupCon + CLOP − SupCon', 'decides', ('Comparison',),
                  quantity='drop in top-1 from a smaller rate (0.1, 0.3, 1, 3; smoke 0.1) to the largest (10)',
                  compares="SupCon + CLOP's drop against SupCon's, paired over seeds, one part per smaller rate",
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='CLOP drop − baseline drop'),
             Part('10% labels, drop from lr {} to {}: InfoNCE + CLOP − InfoNCE + linear',
                  'decides', ('Comparison',),
                  quantity='the same drop, 10 % labels',
@@ -3402,7 +3546,8 @@ _claims(
                  direction='less',
                  effect='EFFECTS: CLOP drop − baseline drop (value None)',
                  margin=None,
-                 scale=_CLOP_SCALE_9),
+                 scale=_CLOP_SCALE_9,
+                 effect_key='CLOP drop − baseline drop'),
             Part('clop.fig7: not trained at the {} scale', 'decides', ('Untested',),
                  quantity=_CLOP_QUANTITY_10,
                  compares=_CLOP_COMPARES_11,
@@ -3433,7 +3578,8 @@ _claims(
                  effect='EFFECTS: <column>: λ 1 − λ 0.1 (C-100 0.009, TIN 0.08)',
                  margin=None,
                  scale=_CLOP_SCALE_14,
-                 note='the only best part at smoke (λ 0.1, 1)'),
+                 note='the only best part at smoke (λ 0.1, 1)',
+                 effect_key='{}: λ 1 − λ 0.1'),
             Part('{}: λ 1 − λ 0.5', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1 against λ 0.5, paired over seeds, per dataset (label prefix: '
@@ -3442,7 +3588,8 @@ _claims(
                  effect='EFFECTS: <column>: λ 1 − λ 0.5 (C-100 0.014, TIN 0.001)',
                  margin=None,
                  scale=_CLOP_SCALE_14,
-                 note='gpu/paper only; matched no smoke label'),
+                 note='gpu/paper only; matched no smoke label',
+                 effect_key='{}: λ 1 − λ 0.5'),
             Part('{}: λ 1.5 − λ 0.1', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1.5 against λ 0.1, paired over seeds, per dataset (label '
@@ -3451,7 +3598,8 @@ _claims(
                  effect='EFFECTS: <column>: λ 1.5 − λ 0.1 (C-100 0.015, TIN 0.08)',
                  margin=None,
                  scale=_CLOP_SCALE_14,
-                 note='gpu/paper only; matched no smoke label'),
+                 note='gpu/paper only; matched no smoke label',
+                 effect_key='{}: λ 1.5 − λ 0.1'),
             Part('{}: λ 1.5 − λ 0.5', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_13,
                  compares='SupCon + CLOP at λ 1.5 against λ 0.5, paired over seeds, per dataset (label '
@@ -3460,7 +3608,8 @@ _claims(
                  effect='EFFECTS: <column>: λ 1.5 − λ 0.5 (C-100 0.02, TIN 0.001)',
                  margin=None,
                  scale=_CLOP_SCALE_14,
-                 note='gpu/paper only; matched no smoke label'),
+                 note='gpu/paper only; matched no smoke label',
+                 effect_key='{}: λ 1.5 − λ 0.5'),
             Part('{}: λ {} − λ 1 stable', 'decides', ('Equivalence',),
                  quantity='the same top-1',
                  compares="each other λ against λ = 1, TOST within the column's margin (C-100 0.014, TIN 0.08)",
@@ -3519,7 +3668,8 @@ _claims(
                         'the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_16,
-                 note='not at smoke (cosine, manhattan); matched no smoke label'),
+                 note='not at smoke (cosine, manhattan); matched no smoke label',
+                 effect_key='cosine − euclidean'),
             Part('cosine − manhattan', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_15,
                  compares='cosine against manhattan, paired over seeds',
@@ -3530,7 +3680,8 @@ _claims(
                         'probe the test split, kfold = 0) or on another dataset it is not in our unit, and '
                         'the part can agree or be inconclusive, never differ',
                  margin=None,
-                 scale=_CLOP_SCALE_16),
+                 scale=_CLOP_SCALE_16,
+                 effect_key='cosine − manhattan'),
             Part('euclidean − manhattan', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_15,
                  compares='euclidean against manhattan, paired over seeds',
@@ -3542,7 +3693,8 @@ _claims(
                         'the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_16,
-                 note='not at smoke (cosine, manhattan); matched no smoke label'),
+                 note='not at smoke (cosine, manhattan); matched no smoke label',
+                 effect_key='euclidean − manhattan'),
             Part("clop.table2: the paper's order: not tested, {}", 'decides', ('Untested',),
                  quantity='nothing',
                  compares='nothing (fewer than two similarities trained)',
@@ -3582,7 +3734,8 @@ _claims(
                         'inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_18,
-                 note='not at smoke (randaugment, simclr); matched no smoke label'),
+                 note='not at smoke (randaugment, simclr); matched no smoke label',
+                 effect_key='randaugment − autoaugment'),
             Part('randaugment − simclr', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_17,
                  compares='randaugment against simclr augmentation, paired over seeds',
@@ -3594,7 +3747,8 @@ _claims(
                         'dataset it is not in our unit, and the part can agree or be inconclusive, never '
                         'differ',
                  margin=None,
-                 scale=_CLOP_SCALE_18),
+                 scale=_CLOP_SCALE_18,
+                 effect_key='randaugment − simclr'),
             Part('autoaugment − simclr', 'decides', ('Comparison',),
                  quantity=_CLOP_QUANTITY_17,
                  compares='autoaugment against simclr augmentation, paired over seeds',
@@ -3607,7 +3761,8 @@ _claims(
                         'inconclusive, never differ',
                  margin=None,
                  scale=_CLOP_SCALE_18,
-                 note='not at smoke (randaugment, simclr); matched no smoke label'),
+                 note='not at smoke (randaugment, simclr); matched no smoke label',
+                 effect_key='autoaugment − simclr'),
             Part("clop.table3: the paper's order: not tested, {}", 'decides', ('Untested',),
                  quantity='nothing',
                  compares='nothing (fewer than two augmentations trained)',
@@ -4023,21 +4178,25 @@ _claims(
                  compares='each attenuation type (I, II) and α > 0 of the grid (smoke 1; gpu, paper 0.25, 1) '
                           'against α = 0, per dataset',
                  direction='within',
-                 effect=None,
+                 effect="EFFECTS: {}: MoCo v3 type I/II α − α 0 (largest) (the paper's largest gap of the "
+                        "column, test 'equivalence': quoted beside the TOST, whose margin is ours)",
                  margin=_MARGINS_MARGIN_8,
                  scale='gpu, paper (cpu: not trained); smoke is a code test. TOST with a margin of ours: can '
                        'agree, never differ',
                  note="side 'upper' (gain < 1 point); EFFECTS registers Table 1's largest |α − α 0| per "
-                      "column (test='equivalence') but judge_margins_table1 does not use it"),
+                      "column (test='equivalence') but judge_margins_table1 does not use it",
+                 effect_key='{}: MoCo v3 type I/II α − α 0 (largest)'),
             Part('{} SimCLR type {} α {} − α 0', 'decides', ('Equivalence',),
                  quantity='linear-probe top-1 (%) of SimCLR, paired over seeds',
                  compares='each type and α > 0 against α = 0, per dataset',
                  direction='within',
-                 effect=None,
+                 effect="EFFECTS: {}: SimCLR type I/II α − α 0 (largest) (the paper's largest gap of the "
+                        "column, test 'equivalence': quoted beside the TOST, whose margin is ours)",
                  margin=_MARGINS_MARGIN_8,
                  scale='gpu, paper (cpu: not trained); smoke is a code test. TOST with a margin of ours: can '
                        'agree, never differ',
-                 note="side 'upper'"),
+                 note="side 'upper'",
+                 effect_key='{}: SimCLR type I/II α − α 0 (largest)'),
             Part('margins.table1: not trained at the {} scale', 'decides', ('Untested',),
                  quantity='placeholder for every part of margins.table1: attenuation type I/II vs α 0',
                  compares='nothing (no runs at this profile)',
@@ -4093,14 +4252,16 @@ _claims(
                  effect="EFFECTS: <column>: MoCo v3 + pos − MoCo v3 (column = the dataset's role "
                         "C-10/C-100/STL/TIN; the digits take C-10's)",
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: MoCo v3 + pos − MoCo v3'),
             Part('{}: MoCo v3 + pos&curv − MoCo v3 (lr ×1)', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + pos. & curv. (Table 7's s, c) against MoCo v3, both at the paper's rate",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − MoCo v3',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: MoCo v3 + pos&curv − MoCo v3'),
             Part('{}: MoCo v3 + margins − MoCo v3', 'control', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + margins (Table 5's m₁, m₂) against MoCo v3",
@@ -4109,28 +4270,32 @@ _claims(
                  margin=None,
                  scale=_MARGINS_SCALE_11,
                  note="the table's row, which no sentence claims as a gain ('other factors can only "
-                      "marginally improve performance'): shown beside the claim, never deciding"),
+                      "marginally improve performance'): shown beside the claim, never deciding",
+                 effect_key='{}: MoCo v3 + margins − MoCo v3'),
             Part('{}: MoCo v3 + ratio − MoCo v3', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + ratio (Table 8's m₁) against MoCo v3",
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + ratio − MoCo v3',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: MoCo v3 + ratio − MoCo v3'),
             Part('{}: MoCo v3 + pos − + margins', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares='MoCo v3 + pos. against MoCo v3 + margins',
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos − + margins',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: MoCo v3 + pos − + margins'),
             Part('{}: MoCo v3 + pos − + ratio', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares='MoCo v3 + pos. against MoCo v3 + ratio',
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos − + ratio',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: MoCo v3 + pos − + ratio'),
             Part('{}: SimCLR + margins − SimCLR', 'control', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares='SimCLR + margins against SimCLR',
@@ -4139,14 +4304,16 @@ _claims(
                  margin=None,
                  scale=_MARGINS_SCALE_11,
                  note="the table's row, which no sentence claims as a gain ('other factors can only "
-                      "marginally improve performance'): shown beside the claim, never deciding"),
+                      "marginally improve performance'): shown beside the claim, never deciding",
+                 effect_key='{}: SimCLR + margins − SimCLR'),
             Part('{}: SimCLR + ratio − SimCLR', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares='SimCLR + ratio against SimCLR',
                  direction='more',
                  effect='EFFECTS: <column>: SimCLR + ratio − SimCLR',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: SimCLR + ratio − SimCLR'),
             Part('{}: SimCLR + pos − SimCLR', 'decides', ('Equivalence',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="SimCLR + pos. (Table 6's s) against SimCLR",
@@ -4174,7 +4341,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − + pos',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: MoCo v3 + pos&curv − + pos'),
             Part('{}: SimCLR + pos&curv − + pos', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="SimCLR + pos. & curv. (Table 7's s, c) against SimCLR + pos. (Table 6's s): what "
@@ -4182,7 +4350,8 @@ _claims(
                  direction='more',
                  effect='EFFECTS: <column>: SimCLR + pos&curv − + pos',
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: SimCLR + pos&curv − + pos'),
             Part('{}: (SimCLR + ratio − SimCLR) − (MoCo v3 + ratio − MoCo v3)', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="SimCLR's + ratio gain against MoCo v3's, the two gains paired by seed",
@@ -4190,7 +4359,8 @@ _claims(
                  effect='EFFECTS: <column>: (SimCLR + ratio − SimCLR) − (MoCo v3 + ratio − MoCo v3) (None in '
                         "the columns where the table's own gain is larger for MoCo)",
                  margin=None,
-                 scale=_MARGINS_SCALE_11),
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: (SimCLR + ratio − SimCLR) − (MoCo v3 + ratio − MoCo v3)'),
             Part('{}: BYOL + curv − BYOL', 'control', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="BYOL + curv. (Table 7's c) against BYOL",
@@ -4200,7 +4370,8 @@ _claims(
                  scale=_MARGINS_SCALE_11,
                  note="the table's row, which no sentence claims as a gain ('other factors can only "
                       "marginally improve performance'; BYOL's 'improvements are limited'): shown beside the "
-                      'claim, never deciding'),
+                      'claim, never deciding',
+                 effect_key='{}: BYOL + curv − BYOL'),
             Part('margins.table2: not trained at the {} scale', 'decides', ('Untested',),
                  quantity="placeholder for every part of margins.table2: linear-probe gains of Table 2's rows",
                  compares='nothing (no runs at this profile)',
@@ -4220,7 +4391,8 @@ _claims(
                         'decides)',
                  margin=None,
                  scale=_MARGINS_SCALE_11,
-                 note='Shown: printed beside the claim, never deciding'),
+                 note='Shown: printed beside the claim, never deciding',
+                 effect_key='{}: MoCo v3 + pos − MoCo v3'),
             Part('{}: MoCo v3 + pos&curv − MoCo v3 (lr ×{})', 'control', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="MoCo v3 + pos. & curv. at the paper's rate against MoCo v3 at another rate of our "
@@ -4229,7 +4401,8 @@ _claims(
                  effect='EFFECTS: <column>: MoCo v3 + pos&curv − MoCo v3 (passed to the control)',
                  margin=None,
                  scale=_MARGINS_SCALE_11,
-                 note='Shown: never deciding'),
+                 note='Shown: never deciding',
+                 effect_key='{}: MoCo v3 + pos&curv − MoCo v3'),
           )),
     Claim('margins.table3', where='Table 3 and §5.6',
           sentence='The transfer learning performance (Tab. 3) demonstrates that this performance '
@@ -4250,21 +4423,24 @@ _claims(
                  effect='EFFECTS: <pair column>: MoCo v3 + pos − MoCo v3 where the pair is a paper column '
                         "(C-100 → C-10, …); null for the digits' halves",
                  margin=None,
-                 scale=_MARGINS_SCALE_13),
+                 scale=_MARGINS_SCALE_13,
+                 effect_key='{}: MoCo v3 + pos − MoCo v3'),
             Part('{}: MoCo v3 + ratio − MoCo v3', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_12,
                  compares='MoCo v3 + ratio against MoCo v3, per pair',
                  direction='more',
                  effect='EFFECTS: <pair column>: MoCo v3 + ratio − MoCo v3, or null',
                  margin=None,
-                 scale=_MARGINS_SCALE_13),
+                 scale=_MARGINS_SCALE_13,
+                 effect_key='{}: MoCo v3 + ratio − MoCo v3'),
             Part('{}: SimCLR + ratio − SimCLR', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_12,
                  compares='SimCLR + ratio against SimCLR, per pair',
                  direction='more',
                  effect='EFFECTS: <pair column>: SimCLR + ratio − SimCLR, or null',
                  margin=None,
-                 scale=_MARGINS_SCALE_13),
+                 scale=_MARGINS_SCALE_13,
+                 effect_key='{}: SimCLR + ratio − SimCLR'),
             Part('margins.table3: not trained at the {} scale', 'decides', ('Untested',),
                  quantity='placeholder for every part of margins.table3: transfer gains of Table 3',
                  compares='nothing (no runs at this profile)',
@@ -4297,7 +4473,8 @@ _claims(
                  margin=None,
                  scale='paper profile with data_path_in1k only (no profile sets it): ImageNet, ResNet-50, '
                        "100 epochs at batch 512 (IMAGENET_BATCH; the paper's 4,096)",
-                 note='matched no label: no profile passes data_path_in1k'),
+                 note='matched no label: no profile passes data_path_in1k',
+                 effect_key='MoCo v3 + pos&curv − MoCo v3'),
             Part('SimCLR + pos&curv − SimCLR', 'decides', ('Comparison',),
                  quantity='ImageNet linear-probe top-1 (%), paired over seeds',
                  compares='SimCLR + pos. & curv. (s 2, c 1) against SimCLR, same recipe, batch 512',
@@ -4307,7 +4484,8 @@ _claims(
                         'inconclusive, never differ',
                  margin=None,
                  scale="paper profile with data_path_in1k only, batch 512 (the paper's 4,096)",
-                 note='matched no label: no profile passes data_path_in1k'),
+                 note='matched no label: no profile passes data_path_in1k',
+                 effect_key='SimCLR + pos&curv − SimCLR'),
             Part('margins.table4: not trained at the {} scale', 'decides', ('Untested',),
                  quantity='placeholder for every part of margins.table4: ImageNet gains of + pos. & curv.',
                  compares='nothing (no runs at this profile)',
@@ -4343,7 +4521,8 @@ _claims(
                         'unit, and the part can agree or be inconclusive, never differ',
                  margin=None,
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
-                       '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test'),
+                       '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test',
+                 effect_key='MoCo v3 s 20 − s 1'),
             Part('MoCo v3 falls: s 20 − s {}', 'decides', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_14,
                  compares='MoCo v3 at s = 20 against each larger s of the grid (gpu, paper: 160)',
@@ -4351,7 +4530,8 @@ _claims(
                  effect='EFFECTS: MoCo v3 s 20 − a larger s (value None: figure only, never differ)',
                  margin=None,
                  scale='gpu, paper (s grid 1, 2.5, 20, 160); smoke and cpu grids stop at 20',
-                 note='matched no label at smoke/cpu: their s grid (1, 20) has no s above 20'),
+                 note='matched no label at smoke/cpu: their s grid (1, 20) has no s above 20',
+                 effect_key='MoCo v3 s 20 − a larger s'),
             Part('MoCo v3 falls: s 20 − a larger s: not tested, the grid has no s above 20',
                  'decides', ('Untested',),
                  quantity='as above',
@@ -4375,12 +4555,14 @@ _claims(
                  compares='SimCLR at each s > 1 of its grid (smoke, cpu 2.5; gpu, paper 1.125, 2.5) against '
                           's = 1',
                  direction='within',
-                 effect=None,
+                 effect='EFFECTS: SimCLR s − s 1 (value None: Figure 3 draws curves only; quoted beside the '
+                        'TOST, whose margin is ours)',
                  margin=_MARGINS_MARGIN_8,
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test; TOST '
                        'with a margin of ours: can agree, never differ',
-                 note="side 'both'"),
+                 note="side 'both'",
+                 effect_key='SimCLR s − s 1'),
             Part('SimCLR flat: not tested, the grid has no s above 1', 'decides', ('Untested',),
                  quantity='placeholder',
                  compares='nothing: SimCLR grid without s > 1',
@@ -4398,7 +4580,8 @@ _claims(
                  margin=None,
                  scale='cpu (digits, small CNN, 1,001 steps, 3 seeds, 5-fold probe over 1,797 images), gpu '
                        '(CIFAR-10, ≥ 1,000 steps, 5 seeds), paper (200 epochs); smoke is a code test',
-                 note='Shown: never deciding'),
+                 note='Shown: never deciding',
+                 effect_key='MoCo v3 s 20 − s 1'),
           )),
     Claim('margins.fig4', where='Figure 4 and §5.2',
           sentence='However, Fig. 4 shows that as the batch size increases, the optimal $s$ increases, as '
@@ -4419,7 +4602,8 @@ _claims(
                  effect='EFFECTS: gain of the largest s: largest − smallest batch (value None: figure only)',
                  margin=None,
                  scale='gpu (64, 256, 1,024 on CIFAR-10), paper; cpu does not train it; effect None: can '
-                       'agree, never differ'),
+                       'agree, never differ',
+                 effect_key='gain of the largest s: largest − smallest batch'),
             Part('margins.fig4: not tested, one batch or one s in the grid', 'decides', ('Untested',),
                  quantity='placeholder',
                  compares='nothing: grid too small',
@@ -4454,7 +4638,8 @@ _claims(
                  effect='EFFECTS: smallest c − no curvature (value None: figure only, never differ)',
                  margin=None,
                  scale='cpu (c 1/3 only), cpu-long (c 1/3, 0.7, 1.5), gpu and paper (c 1/3, 0.5, 0.7, 1, '
-                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test'),
+                       '1.5, 2.5, 5); smoke (c 1/3, 1) is a code test',
+                 effect_key='smallest c − no curvature'),
             Part('{}: c 0.5 − no curvature', 'decides', ('Equivalence',),
                  quantity=_MARGINS_QUANTITY_14,
                  compares='each method (MoCo v3, SimCLR) at s = 1 with c = 0.5 against no curvature (c = ∞)',
@@ -4528,7 +4713,8 @@ _claims(
                  effect='EFFECTS: spread over c: largest s − s 1 (value None)',
                  margin=None,
                  scale='gpu (CIFAR-10, s 1 and 20, c 1/3 … 5), paper; smoke (c 1/3, 1) is a code test; cpu '
-                       'does not train it; effect None: can agree, never differ'),
+                       'does not train it; effect None: can agree, never differ',
+                 effect_key='spread over c: largest s − s 1'),
             Part('s {}: mean over c ≥ 1 − mean over c < 0.7', 'decides', ('Comparison',),
                  quantity='MoCo v3 linear-probe top-1 (%) averaged over c groups, paired over seeds',
                  compares='at the largest s: mean over c ≥ 1 against mean over c < 0.7',
@@ -4536,7 +4722,8 @@ _claims(
                  effect='EFFECTS: mean over c ≥ 1 − mean over c < 0.7 (value None)',
                  margin=None,
                  scale='gpu (CIFAR-10, s 1 and 20, c 1/3 … 5), paper; smoke (c 1/3, 1) is a code test; cpu '
-                       'does not train it; effect None: can agree, never differ'),
+                       'does not train it; effect None: can agree, never differ',
+                 effect_key='mean over c ≥ 1 − mean over c < 0.7'),
             Part('spread over c: largest s − s 1: not tested, the grid needs two c and an s above 1',
                  'decides', ('Untested',),
                  quantity='placeholder',
@@ -4583,7 +4770,8 @@ _claims(
                  effect='EFFECTS: MoCo v3 m1 1.6 − no ratio (0.687, Table 2 CIFAR-10 + ratio. − MoCo)',
                  margin=None,
                  scale='paper profile (CIFAR-10, 200 epochs, 3 seeds; power.left_to_paper: no seeds up to 5 '
-                       'detect 0.27/0.69 points); gpu and cpu do not train it; smoke is a code test'),
+                       'detect 0.27/0.69 points); gpu and cpu do not train it; smoke is a code test',
+                 effect_key='MoCo v3 m1 1.6 − no ratio'),
             Part('SimCLR m1 0.2 − no ratio', 'decides', ('Comparison',),
                  quantity='linear-probe top-1 (%), paired over seeds',
                  compares='SimCLR scaled by the ratio at m₁ = 0.2 against no ratio',
@@ -4591,7 +4779,8 @@ _claims(
                  effect='EFFECTS: SimCLR m1 0.2 − no ratio (0.267, Table 2 CIFAR-10 + ratio. − SimCLR)',
                  margin=None,
                  scale='paper profile (CIFAR-10, 200 epochs, 3 seeds; power.left_to_paper: no seeds up to 5 '
-                       'detect 0.27/0.69 points); gpu and cpu do not train it; smoke is a code test'),
+                       'detect 0.27/0.69 points); gpu and cpu do not train it; smoke is a code test',
+                 effect_key='SimCLR m1 0.2 − no ratio'),
             Part("{} m1 {} − no ratio: not tested, the grid lacks the paper's m1 = {} (its Table 8)",
                  'decides', ('Untested',),
                  quantity='placeholder',
