@@ -75,7 +75,8 @@ T2M = Template(c := {'dataset': list(M_DATASETS), 'model': ['moco_v3', 'simclr',
                mask_of(c, [(d, m, v, 1.0) for d in M_DATASETS for m, vs in pm.T2_VARIANTS.items() for v in vs]
                        + [(d, 'moco_v3', 'base', 5.0) for d in M_DATASETS]))
 PAIRS = {'cifar100 → cifar10': 'C-100 → C-10', 'cifar10 → cifar100': 'C-10 → C-100'}
-T3M = Template({'pair': list(PAIRS), 'model': ['moco_v3', 'simclr'], 'variant': ['base', 'pos', 'ratio']})
+T3M = Template({'pair': list(PAIRS), 'model': ['moco_v3', 'simclr'],
+                'variant': ['base', 'pos', 'ratio', 'margins', 'pos&curv']})   # every row, as transfer_rows='all' (gpu)
 T4M = Template({'model': ['moco_v3', 'simclr'], 'variant': ['base', 'pos&curv']})
 F3 = {'cpu': ([1.0, 2.5, 20.0], [(m, s, f) for m, s, f in [('moco_v3', 1.0, 1.0), ('moco_v3', 1.0, 5.0),
                                                          ('moco_v3', 20.0, 1.0), ('simclr', 1.0, 1.0),

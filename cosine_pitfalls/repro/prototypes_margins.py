@@ -1115,16 +1115,27 @@ def judge_margins_table3(ds: xr.Dataset,   # `top1` (pair, model, variant, seed)
                          columns: dict,     # pair -> the paper's column ('C-100 → C-10', ...) or None (not in it)
                         ) -> Judgement:
     """margins Table 3, per transfer pair: MoCo v3 + pos. beats MoCo v3, and + ratio beats the baseline for MoCo v3
-    and for SimCLR (the paper's effect where the pair is one of its columns; else none: such a part cannot differ)."""
+    and for SimCLR; "more apparent for SimCLR", as (a) SimCLR's + ratio gain above MoCo v3's and (b) + ratio above
+    SimCLR's other rows (`Untested` where `transfer_rows` did not train them). The paper's effect where the pair is
+    one of its columns; else none: such a part cannot differ."""
     a, parts = Cells(ds.top1), []
     for p in a.coords('pair'):
         col, res = columns.get(p), resolution[p]
+        eff = lambda name: paper_effect('margins.table3', f'{col}: {name}') if col else None
         for m, v in (('moco_v3', 'pos'), ('moco_v3', 'ratio'), ('simclr', 'ratio')):
             name, b = f'{MNAME[m]} + {v} − {MNAME[m]}', a(pair=p, model=m, variant='base')
-            parts.append(claim(a(pair=p, model=m, variant=v), b, +1, f'{p}: {name}', res,
-                               paper_effect('margins.table3', f'{col}: {name}') if col else None,
+            parts.append(claim(a(pair=p, model=m, variant=v), b, +1, f'{p}: {name}', res, eff(name),
                                100 - float(b.mean())))
+        g = lambda m: a(pair=p, model=m, variant='ratio') - a(pair=p, model=m, variant='base')   # per seed
+        parts.append(claim(g('simclr'), g('moco_v3'), +1, f'{p}: {T2_RATIO_GAPS}', res, eff(T2_RATIO_GAPS)))
+        for w in ('margins', 'pos', 'pos&curv'):
+            name = f'SimCLR + ratio − + {w}'
+            parts.append(claim(a(pair=p, model='simclr', variant='ratio'), a(pair=p, model='simclr', variant=w), +1,
+                               f'{p}: {name}', res, eff(name)) if a.has(pair=p, model='simclr', variant=w) else
+                         Untested(f'{p}: {name}', f"SimCLR + {w} not trained at this profile (transfer_rows='all' "
+                                                  'trains it)'))
     return judge_all(parts)
+
 
 # %% ../../nbs/repro/05b_prototypes_margins.ipynb #eced8b23
 def trained_variants(meta: pd.DataFrame,  # the settings' description of one group (model, variant columns)
