@@ -157,10 +157,13 @@ def order_part(metric: xr.DataArray,          # (setting, seed): the compared me
                digits: int = 3,               # decimals shown
                part: str | None = None,       # the pair's name in the registry (default 'a − b')
                dim: str = 'setting',          # the dimension of a and b
+               imagenet: bool = True,         # the runs are on ImageNet, the paper's data (False: its effects off)
               ) -> Comparison | Untested:           # a core part, for `verdicts.judge_all`
-    "One part 'a > b', paired over seeds (`seed_part`), the paper's effect from the registry; or `Untested`."
+    """One part 'a > b', paired over seeds (`seed_part`), the paper's effect from the registry (only on ImageNet: the
+    paper's gaps are of ResNet-50 there, not of our digits or CIFAR runs); or `Untested`."""
     name = part or f'{a} − {b}'
     paper = paper_effect(id, name)                       # a KeyError naming the registered parts otherwise
+    paper = paper if imagenet else None
     r = seed_rows(metric, dim)
     missing = [str(s) for s in (a, b) if s not in r]
     if missing:
@@ -215,10 +218,11 @@ TABLE1_SHOWN = (('mlp2', 'directclr'), ('linear', 'none'), ('directclr', 'none')
 def judge_table1(ds: xr.Dataset,                # `probe` (setting, seed): the cross-validated probe's accuracy
                  resolution: float,             # one image of the probe's (1/1,797 on the digits)
                  baseline: float | None = None, # the raw pixels' accuracy under the same probe (None: unknown)
+                 imagenet: bool = True,         # on ImageNet, the paper's data: its effects carried (else none)
                 ) -> Judgement:
     """directclr.table1: DirectCLR > the linear projector, paired over seeds (the one comparison its sentences make);
     2-layer > DirectCLR and each head > none are shown, never deciding."""
-    part = lambda a, b: order_part(ds.probe, a, b, 'directclr.table1', resolution, baseline)
+    part = lambda a, b: order_part(ds.probe, a, b, 'directclr.table1', resolution, baseline, imagenet=imagenet)
     shown = [part(a, b) for a, b in TABLE1_SHOWN]
     return judge_all([part(a, b) for a, b in TABLE1] + [Shown(p) for p in shown if not isinstance(p, Untested)])
 
@@ -258,14 +262,15 @@ def _diagonal_guard(p, a: str, b: str, spread: xr.DataArray | None):
 def judge_table2(ds: xr.Dataset,                # `probe` (setting, seed); `diagonal_spread` (seed) where trained
                  resolution: float,             # one image of the probe's
                  baseline: float | None = None, # the raw pixels' accuracy under the same probe (None: unknown)
+                 imagenet: bool = True,         # on ImageNet, the paper's data: its effects carried (else none)
                 ) -> Judgement:
     """directclr.table2 as §6.3 and App. F say it: Prop. 2, both low-rank rows above each other row; Prop. 1, three
     pairs perform the same (TOST, margin ours); Holm. Each projector against none is shown, never deciding."""
     sp = ds.get('diagonal_spread')
-    parts = [_diagonal_guard(order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline), a, b, sp)
+    parts = [_diagonal_guard(order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline, imagenet=imagenet), a, b, sp)
              for a, b in TABLE2]
     parts += [_diagonal_guard(same_part(ds.probe, a, b, resolution), a, b, sp) for a, b in TABLE2_SAME]
-    shown = [order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline) for a, b in TABLE2_SHOWN]
+    shown = [order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline, imagenet=imagenet) for a, b in TABLE2_SHOWN]
     return judge_all(parts + [Shown(p) for p in shown if not isinstance(p, Untested)])
 
 
@@ -311,11 +316,12 @@ def judge_subvector(ds: xr.Dataset,            # `probe` (setting, seed): 'whole
                                                # 'random subset' (its runs' whole r), those trained
                     resolution: float,         # one image of the probe's
                     baseline: float | None = None,  # the raw pixels' accuracy under the same probe
+                    imagenet: bool = True,          # on ImageNet, the paper's data: its effects carried (else none)
                    ) -> Judgement:
     "directclr.subvector: whole r > r[:d₀] (no headroom: r[:d₀] is not bounded by the pixels), fixed > random."
-    return judge_all([order_part(ds.probe, 'whole r', 'r[:d₀]', 'directclr.subvector', resolution),
+    return judge_all([order_part(ds.probe, 'whole r', 'r[:d₀]', 'directclr.subvector', resolution, imagenet=imagenet),
                       order_part(ds.probe, 'whole r', 'random subset', 'directclr.subvector', resolution,
-                                 baseline, part='fixed − random subset')])
+                                 baseline, part='fixed − random subset', imagenet=imagenet)])
 
 # %% ../../nbs/repro/04_directclr.ipynb #d9152bed
 def measure_subvector(probe: xr.DataArray,  # (setting, seed) the probe's accuracy of every run
@@ -461,6 +467,7 @@ def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d
                 width: int,                  # the representation width d (d₀ = d: SimCLR without a projector)
                 resolution: float,           # one image of the probe's
                 baseline: float | None = None,  # the raw pixels' accuracy under the same probe
+                imagenet: bool = True,          # on ImageNet, the paper's data: its effects carried (else none)
                ) -> Judgement:
     "directclr.fig12 at the preset d₀: it beats the smallest d₀ trained (rise) and d₀ = d (fall); Holm."
     acc = seed_rows(ds.probe, 'd0')                                          # d₀ -> (seed,) accuracies
@@ -470,7 +477,7 @@ def judge_fig12(ds: xr.Dataset,              # `probe` (d0, seed): accuracy by d
             why = f"d₀={d0} − d₀={other}: not trained at this profile (-p settings=all trains the sweep)"
             return Untested(why, why)
         return seed_part(acc[d0], acc[other], f'd₀={d0} − d₀={other}', +1, 3, resolution,
-                         paper_effect('directclr.fig12', name), headroom)
+                         paper_effect('directclr.fig12', name) if imagenet else None, headroom)
     smaller = [v for v in acc if v < d0]
     if smaller: rise = part(min(smaller), 'd₀ − smallest d₀')
     else:
