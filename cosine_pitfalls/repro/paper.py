@@ -716,8 +716,20 @@ _effects(
     *[_t1_largest(m, k) for m in _M_T1 for k in range(4)],
     *[PaperEffect('margins.table2', f'{c}: {_part(m, a, b)}',
                   *_gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c]))
-      for m, a, b in _T2_PARTS for k, c in enumerate(_M_COLS)],
+      for m, a, b in _T2_PARTS if (a, b) != ('pos&curv', 'pos') for k, c in enumerate(_M_COLS)],
+    # "curv. coupled with pos. can improve performance in seen datasets": "can" names no column, so its gaps are quoted
+    # only (None): + pos. & curv. against + pos. (both methods) and, for SimCLR, against the baseline
+    *[PaperEffect('margins.table2', f'{c}: {_part(m, a, b)}', None, 'top-1 (points)',
+                  'quoted only ("can improve" names no column): ' + _gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c])[2])
+      for m, a, b in (('MoCo v3', 'pos&curv', 'pos'), ('SimCLR', 'pos&curv', 'pos'), ('SimCLR', 'pos&curv', 'base'))
+      for k, c in enumerate(_M_COLS)],
     *[_ratio_gaps(k) for k in range(len(_M_COLS))],
+    # "more apparent for SimCLR", reading (b): + ratio SimCLR's best row; None where the table has it below the other
+    *[PaperEffect('margins.table2', f'{c}: {_part("SimCLR", "ratio", w)}', round(g, 3) if g > 0 else None,
+                  'top-1 (points)', _gap(_M_T2, 'SimCLR', 'ratio', w, k, 'Table 2', _TABLE_COL[c])[2]
+                  + ('' if g > 0 else f'; + ratio below + {w} in this column'))
+      for w in ('margins', 'pos', 'pos&curv') for k, c in enumerate(_M_COLS)
+      for g in [_M_T2['SimCLR']['ratio'][k] - _M_T2['SimCLR'][w][k]]],
     *[PaperEffect('margins.table3', f'{p}: {_part(m, a, "base")}',
                   *_gap(_M_T3, m, a, 'base', k, 'Table 3', _T3_COL[p]))
       for m, a in (('MoCo v3', 'pos'), ('MoCo v3', 'ratio'), ('SimCLR', 'ratio'))
@@ -2312,11 +2324,11 @@ _claims(
                    'with a size of 16x16. Adding more layers in the network leads to more collapsed '
                    'dimensions. Adding nonlinearity leads to a similar collapsing effect.',
           readings=(
-            "'for a single-layer case, L = 1, there is no dimensional collapse in the embedding space' has "
-            'two readings, both parts: (a) as printed, no dimension ends collapsed in any one-layer run; (b) '
-            'training collapses no dimension (one inherited from an ill-conditioned random draw and being '
-            'lifted does not count). Both counts use our cut-off (1e-4 of the largest eigenvalue), so either '
-            'fails only as inconclusive; the verdict is the weaker.',
+            "'for a single-layer case, L = 1, there is no dimensional collapse in the embedding space' is "
+            'judged as printed: no dimension ends collapsed in any one-layer run (our cut-off, 1e-4 of the '
+            'largest eigenvalue, so it fails only as inconclusive). The dimensions training pushed below the '
+            'cut (a dimension inherited from an ill-conditioned random draw and being lifted does not count) '
+            'are a subset of that count, a definition of ours: shown beside, never deciding.',
             "'Adding more layers in the network leads to more collapsed dimensions': the least-squares slope "
             'of the collapsed count on depth (1–4), per seed, positive, for linear and ReLU networks.',
             ),
@@ -2352,18 +2364,18 @@ _claims(
                  scale=_DIRECTCLR_SCALE_2,
                  note='reading (a); fails only as inconclusive: the cut-off 1e-4 is ours'),
             Part("one layer: dimensions collapsed by training, most in a seed's runs",
-                 'decides', ('SeedChecks',),
+                 'control', ('SeedChecks',),
                  quantity='dimensions below 1e-4 of the largest eigenvalue at the end and no higher than at '
                           'step 0 (ours: "collapsed by training"), one-layer nets',
                  compares="the most over a seed's linear and ReLU runs, against 0",
-                 direction='at most',
+                 direction='shown',
                  effect=None,
                  margin='ours: because a collapsed dimension (eigenvalue below our cut-off) is our '
                         'definition (the paper gives no number for it): the part can agree, be corrected or '
                         'be inconclusive, never differ',
                  scale=_DIRECTCLR_SCALE_2,
-                 note='reading (b): a dimension inherited collapsed from the random draw and lifted by '
-                      'training does not count'),
+                 note='a definition of ours (a subset of the printed count: by_training ⊂ collapsed), shown '
+                      'beside the claim, never deciding'),
           )),
     Claim('directclr.table1', where='§6.2 and Table 1',
           sentence='*DirectCLR* demonstrates better performance compared to SimCLR with a trainable linear '
@@ -4317,21 +4329,21 @@ _claims(
             "'does not significantly improve SimCLR' is read as 'gains less than one point' (one-sided TOST, "
             'margin ours), for both rows that emphasize positive samples: + pos. and + pos. & curv. (Table '
             "7's s for SimCLR is 2.5, 2, 1.25, 1.125: above 1 in every column).",
-            "'curv. coupled with pos. can improve performance in seen datasets' is read as '+ pos. & curv. "
-            "beats + pos.' (what curv. adds to pos.), for MoCo v3 and SimCLR, in every seen column trained, "
-            "each against the paper's own gap in that column (0.004–0.682 points: most are below what a few "
-            'seeds detect, so mostly agree or inconclusive, never a differ the table does not support). Its '
-            "other reading, '+ pos. & curv. beats the baseline', is MoCo v3's part above; for SimCLR that "
-            "row is held to 'under a point' by the previous sentence. 'can' is not read as 'in some column': "
-            'the gate has no existential test, so a column where the gain is not detected leaves the claim '
-            'inconclusive (the weaker verdict).',
-            "'The performance improvement is more apparent for SimCLR' (of + ratio) is read as 'SimCLR's + "
-            "ratio gain exceeds MoCo v3's' per seed pair and column. The paper's own Table 2 has the larger "
-            'gain for MoCo in three of its four columns (CIFAR-10 +0.687 vs +0.267, CIFAR-100 +0.811 vs '
-            "+0.782, Tiny-ImageNet +1.150 vs +0.826): there it gives no effect in the sentence's direction, "
-            'so the part can agree or be inconclusive, never differ; only STL-10 (+0.099) carries an effect. '
-            'The sentence covers seen and unseen datasets: on the unseen ones (Table 3) margins.table3 '
-            'judges it in both readings.',
+            "'curv. coupled with pos. can improve performance in seen datasets' has two readings, both "
+            'parts: + pos. & curv. beats + pos. (what curv. adds), for MoCo v3 and SimCLR, and beats the '
+            "baseline (MoCo v3's part above; for SimCLR a part of its own, beside 'under a point'). 'can' "
+            "names no column: the paper's gaps are quoted without an effect, so these parts can agree or be "
+            'inconclusive, never differ; a column where the gain is not detected leaves the claim '
+            "inconclusive (the gate has no test for 'in some column').",
+            "'The performance improvement is more apparent for SimCLR' (of + ratio) has two readings, both "
+            "parts: (a) SimCLR's + ratio gain exceeds MoCo v3's, per seed pair and column: the paper's own "
+            'Table 2 has the larger gain for MoCo in three of four columns (CIFAR-10 +0.687 vs +0.267, '
+            'CIFAR-100 +0.811 vs +0.782, Tiny-ImageNet +1.150 vs +0.826), so only STL-10 (+0.099) carries an '
+            "effect; (b) + ratio is SimCLR's best row, above its + margins, + pos. and + pos. & curv. (an "
+            'effect where the table has it so: every column for + pos., STL-10 and Tiny-ImageNet for the '
+            'others). The sentence covers unseen datasets too: margins.table3 judges both readings there.',
+            "The paper's effects are carried only on a column's own dataset (CIFAR-10, CIFAR-100, STL-10, "
+            'Tiny-ImageNet as an image folder); the digits standing in for CIFAR-10 carry none.',
             ),
           parts=(
             Part('{}: MoCo v3 + pos − MoCo v3 (lr ×1)', 'decides', ('Comparison',),
@@ -4429,7 +4441,8 @@ _claims(
                  compares="MoCo v3 + pos. & curv. (Table 7's s, c) against MoCo v3 + pos. (Table 6's s): "
                           'what curv. adds to pos.',
                  direction='more',
-                 effect='EFFECTS: <column>: MoCo v3 + pos&curv − + pos',
+                 effect="EFFECTS: <column>: MoCo v3 + pos&curv − + pos (value None: 'can improve' names no "
+                        "column; the paper's gaps, 0.004–0.682 points, are quoted only)",
                  margin=None,
                  scale=_MARGINS_SCALE_11,
                  effect_key='{}: MoCo v3 + pos&curv − + pos'),
@@ -4438,7 +4451,8 @@ _claims(
                  compares="SimCLR + pos. & curv. (Table 7's s, c) against SimCLR + pos. (Table 6's s): what "
                           'curv. adds to pos.',
                  direction='more',
-                 effect='EFFECTS: <column>: SimCLR + pos&curv − + pos',
+                 effect="EFFECTS: <column>: SimCLR + pos&curv − + pos (value None: 'can improve' names no "
+                        "column; the paper's gaps, 0.004–0.682 points, are quoted only)",
                  margin=None,
                  scale=_MARGINS_SCALE_11,
                  effect_key='{}: SimCLR + pos&curv − + pos'),
@@ -4451,6 +4465,46 @@ _claims(
                  margin=None,
                  scale=_MARGINS_SCALE_11,
                  effect_key='{}: (SimCLR + ratio − SimCLR) − (MoCo v3 + ratio − MoCo v3)'),
+            Part('{}: SimCLR + ratio − + margins', 'decides', ('Comparison',),
+                 quantity=_MARGINS_QUANTITY_10,
+                 compares="SimCLR + ratio against SimCLR + margins (reading b of 'more apparent for SimCLR': "
+                          "+ ratio is SimCLR's best row)",
+                 direction='more',
+                 effect='EFFECTS: <column>: SimCLR + ratio − + margins (None in the columns where the '
+                        "paper's table has + ratio below + margins)",
+                 margin=None,
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: SimCLR + ratio − + margins'),
+            Part('{}: SimCLR + ratio − + pos', 'decides', ('Comparison',),
+                 quantity=_MARGINS_QUANTITY_10,
+                 compares="SimCLR + ratio against SimCLR + pos (reading b of 'more apparent for SimCLR': + "
+                          "ratio is SimCLR's best row)",
+                 direction='more',
+                 effect="EFFECTS: <column>: SimCLR + ratio − + pos (None in the columns where the paper's "
+                        'table has + ratio below + pos)',
+                 margin=None,
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: SimCLR + ratio − + pos'),
+            Part('{}: SimCLR + ratio − + pos&curv', 'decides', ('Comparison',),
+                 quantity=_MARGINS_QUANTITY_10,
+                 compares="SimCLR + ratio against SimCLR + pos&curv (reading b of 'more apparent for "
+                          "SimCLR': + ratio is SimCLR's best row)",
+                 direction='more',
+                 effect='EFFECTS: <column>: SimCLR + ratio − + pos&curv (None in the columns where the '
+                        "paper's table has + ratio below + pos&curv)",
+                 margin=None,
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: SimCLR + ratio − + pos&curv'),
+            Part('{}: SimCLR + pos&curv − SimCLR (gain)', 'decides', ('Comparison',),
+                 quantity=_MARGINS_QUANTITY_10,
+                 compares="SimCLR + pos. & curv. against SimCLR ('curv. coupled with pos. can improve "
+                          "performance in seen datasets', read against the baseline)",
+                 direction='more',
+                 effect="EFFECTS: <column>: SimCLR + pos&curv − SimCLR (value None: 'can improve' names no "
+                        'column; quoted only)',
+                 margin=None,
+                 scale=_MARGINS_SCALE_11,
+                 effect_key='{}: SimCLR + pos&curv − SimCLR'),
             Part('{}: BYOL + curv − BYOL', 'control', ('Comparison',),
                  quantity=_MARGINS_QUANTITY_10,
                  compares="BYOL + curv. (Table 7's c) against BYOL",
