@@ -172,6 +172,8 @@ def order_part(metric: xr.DataArray,          # (setting, seed): the compared me
     return seed_part(r[a], r[b], name, +1, digits, resolution, paper,
                      None if baseline is None else 1 - baseline)
 
+
+# %% ../../nbs/repro/04_directclr.ipynb #a7c3e915
 def paper_text(id: str) -> str:
     "The paper's effects of a result, from the registry, for a `detect=` line: 'a − b +0.112, …'."
     size = lambda v: 'a figure, no number' if v is None else f'+{v:.3f}'
@@ -237,6 +239,8 @@ SAME_SOURCE = ("ours: because the paper gives no tolerance for 'performs the sam
                "0.4–0.9 points on ImageNet); one point of probe top-1 on our data: can agree, never differ")
 MIN_SPREAD = 2.0   # a trained diagonal projector counts as one where largest/smallest |wᵢ| >= this in every seed
 
+
+# %% ../../nbs/repro/04_directclr.ipynb #bbd3b2c7
 def same_part(metric: xr.DataArray,  # (setting, seed): the compared metric
               a: str, b: str,        # the claim: a performs the same as b
               resolution: float = 0.0,  # one image of the probe's
