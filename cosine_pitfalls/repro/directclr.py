@@ -214,7 +214,7 @@ def curve_panel(ax, ds: xr.Dataset, names: list, var: str, title: str, ylabel: s
     ax.set(xlabel='epoch (0: untrained)', ylabel=ylabel); ax.set_title(title, fontsize=9); ax.legend(fontsize=7)
 
 # %% ../../nbs/repro/04_directclr.ipynb #e1498ce8
-TABLE1 = (('directclr', 'linear'),)   # the paper's sentence: "DirectCLR outperforms SimCLR with 1-layer linear projector"
+TABLE1 = (('directclr', 'linear'),)   # its sentence: "DirectCLR outperforms SimCLR with 1-layer linear projector"
 TABLE1_SHOWN = (('mlp2', 'directclr'), ('linear', 'none'), ('directclr', 'none'))   # the table's other gaps
 
 def judge_table1(ds: xr.Dataset,                # `probe` (setting, seed): the cross-validated probe's accuracy
@@ -271,10 +271,10 @@ def judge_table2(ds: xr.Dataset,                # `probe` (setting, seed); `diag
     """directclr.table2 as §6.3 and App. F say it: Prop. 2, both low-rank rows above each other row; Prop. 1, three
     pairs perform the same (TOST, margin ours); Holm. Each projector against none is shown, never deciding."""
     sp = ds.get('diagonal_spread')
-    parts = [_diagonal_guard(order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline, imagenet=imagenet), a, b, sp)
-             for a, b in TABLE2]
+    part = lambda a, b: order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline, imagenet=imagenet)
+    parts = [_diagonal_guard(part(a, b), a, b, sp) for a, b in TABLE2]
     parts += [_diagonal_guard(same_part(ds.probe, a, b, resolution), a, b, sp) for a, b in TABLE2_SAME]
-    shown = [order_part(ds.probe, a, b, 'directclr.table2', resolution, baseline, imagenet=imagenet) for a, b in TABLE2_SHOWN]
+    shown = [part(a, b) for a, b in TABLE2_SHOWN]
     return judge_all(parts + [Shown(p) for p in shown if not isinstance(p, Untested)])
 
 

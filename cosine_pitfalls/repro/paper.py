@@ -720,7 +720,8 @@ _effects(
     # "curv. coupled with pos. can improve performance in seen datasets": "can" names no column, so its gaps are quoted
     # only (None): + pos. & curv. against + pos. (both methods) and, for SimCLR, against the baseline
     *[PaperEffect('margins.table2', f'{c}: {_part(m, a, b)}', None, 'top-1 (points)',
-                  'quoted only ("can improve" names no column): ' + _gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c])[2])
+                  'quoted only ("can improve" names no column): '
+                  + _gap(_M_T2, m, a, b, k, 'Table 2', _TABLE_COL[c])[2])
       for m, a, b in (('MoCo v3', 'pos&curv', 'pos'), ('SimCLR', 'pos&curv', 'pos'), ('SimCLR', 'pos&curv', 'base'))
       for k, c in enumerate(_M_COLS)],
     *[_ratio_gaps(k) for k in range(len(_M_COLS))],
@@ -734,7 +735,8 @@ _effects(
                   *_gap(_M_T3, m, a, 'base', k, 'Table 3', _T3_COL[p]))
       for m, a in (('MoCo v3', 'pos'), ('MoCo v3', 'ratio'), ('SimCLR', 'ratio'))
       for k, p in enumerate(_M_T3_PAIRS)],
-    # "more apparent for SimCLR", on unseen datasets: (a) SimCLR's + ratio gain over MoCo's; (b) + ratio SimCLR's best row
+    # "more apparent for SimCLR", on unseen datasets: (a) SimCLR's + ratio gain over MoCo's; (b) + ratio SimCLR's best
+    # row
     *[_ratio_gaps(k, 'margins.table3', _M_T3, _M_T3_PAIRS, _T3_COL, 'Table 3') for k in range(len(_M_T3_PAIRS))],
     *[PaperEffect('margins.table3', f'{p}: {_part("SimCLR", "ratio", w)}',
                   *_gap(_M_T3, 'SimCLR', 'ratio', w, k, 'Table 3', _T3_COL[p]))
@@ -903,7 +905,7 @@ def claim_part(id: str,     # result ID
     raise ValueError(f"{id}: the {role} part {label!r} {why} (paper.CLAIMS registers: {known})")
 
 def unread_effects() -> list[tuple[str, str]]:
-    "The registered `PaperEffect`s no part of their ID's claim reads (by `effect_key`): each should be read, or dropped."
+    "The registered `PaperEffect`s no part of their ID's claim reads (by `effect_key`): each is to be read, or dropped."
     read = {(c.id, k) for c in CLAIMS.values() for p in c.parts for (i, k) in EFFECTS
             if i == c.id and p.effect_key and _fits(p.effect_key, k)}
     return [key for key in EFFECTS if key not in read and key[0] in CLAIMS]

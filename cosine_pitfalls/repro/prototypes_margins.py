@@ -1040,8 +1040,8 @@ def judge_margins_table2(ds: xr.Dataset,   # `top1` (dataset, model, variant, lr
         g = lambda m: A(m, 'ratio') - A(m, 'base')             # + ratio's gain, per seed
         parts += [claim(g('simclr'), g('moco_v3'), +1, f'{d}: {T2_RATIO_GAPS}', res, eff(T2_RATIO_GAPS))]
         parts += [gain('simclr', 'ratio', w) for w in ('margins', 'pos', 'pos&curv')]   # (b): SimCLR's best row
-        parts += [claim(A('simclr', 'pos&curv'), A('simclr', 'base'), +1, f'{d}: SimCLR + pos&curv − SimCLR (gain)', res,
-                        eff('SimCLR + pos&curv − SimCLR'), 100 - float(A('simclr', 'base').mean()))]
+        parts += [claim(A('simclr', 'pos&curv'), A('simclr', 'base'), +1, f'{d}: SimCLR + pos&curv − SimCLR (gain)',
+                        res, eff('SimCLR + pos&curv − SimCLR'), 100 - float(A('simclr', 'base').mean()))]
         parts += [within(A('simclr', v), A('simclr', 'base'), M_MARGIN, f'{d}: SimCLR + {v} − SimCLR', 'upper', res)
                   for v in ('pos', 'pos&curv')]
         parts += [Shown(gain('moco_v3', 'margins')), Shown(gain('simclr', 'margins')), Shown(gain('byol', 'curv'))]
