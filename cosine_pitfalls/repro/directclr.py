@@ -140,14 +140,24 @@ def seed_part(x: np.ndarray,          # (seed,) the metric the claim says is lar
              ) -> Comparison:               # the `verdicts.Comparison` judge_claim (y rows) or judge_bound (y a number) makes
     "`verdicts.judge_claim` on paired numpy rows, or `verdicts.judge_bound` against a number: the same `verdicts.Comparison`."
     x = np.asarray(x, dtype=float); n = x.shape[0]
-    if np.ndim(y):                                        # judge_claim: paired_diff's mean and s.e. of x − y
-        d = x - np.asarray(y, dtype=float)
-        diff, se = d.mean(), (d.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan)
+    if np.ndim(y): diff, se, n = _paired(x, y)            # judge_claim: paired_diff's mean and s.e. of x − y
     else:                                                 # judge_bound: mean − bound, x's s.e. (NaN skipped)
         diff = np.nanmean(x) - float(y)
         se = np.nanstd(x, ddof=1) / math.sqrt(n) if n > 1 else math.nan
     return Comparison(label, float(diff), float(se), n, expected, digits, resolution, paper=paper,
                 headroom=headroom)
+
+def _paired(x, y) -> tuple[float, float, int]:
+    "Mean and standard error (NaN for one seed) of the paired differences x − y of two (seed,) rows, and n."
+    d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float); n = d.size
+    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, n
+
+def _untrained(r: dict, a: str, b: str, name: str) -> Untested | None:
+    "The part `name` comparing settings a and b, `Untested` where this profile trained either not (else None)."
+    missing = [str(s) for s in (a, b) if s not in r]
+    if not missing: return None
+    why = f"{name}: {' and '.join(missing)} not trained at this profile (-p settings=all trains it)"
+    return Untested(why, why)
 
 def order_part(metric: xr.DataArray,          # (setting, seed): the compared metric
                a: str, b: str,                # the claim: a > b
@@ -165,12 +175,8 @@ def order_part(metric: xr.DataArray,          # (setting, seed): the compared me
     paper = paper_effect(id, name)                       # a KeyError naming the registered parts otherwise
     paper = paper if imagenet else None
     r = seed_rows(metric, dim)
-    missing = [str(s) for s in (a, b) if s not in r]
-    if missing:
-        why = f"{name}: {' and '.join(missing)} not trained at this profile (-p settings=all trains it)"
-        return Untested(why, why)
-    return seed_part(r[a], r[b], name, +1, digits, resolution, paper,
-                     None if baseline is None else 1 - baseline)
+    return _untrained(r, a, b, name) or seed_part(r[a], r[b], name, +1, digits, resolution, paper,
+                                                  None if baseline is None else 1 - baseline)
 
 
 # %% ../../nbs/repro/04_directclr.ipynb #a7c3e915
@@ -247,13 +253,8 @@ def same_part(metric: xr.DataArray,  # (setting, seed): the compared metric
              ) -> Equivalence | Untested:
     "One part 'a performs the same as b': TOST over paired seeds within ±SAME_MARGIN (ours); or `Untested`."
     r, name = seed_rows(metric), f'{a} − {b}'
-    missing = [str(s) for s in (a, b) if s not in r]
-    if missing:
-        why = f"{name}: {' and '.join(missing)} not trained at this profile (-p settings=all trains it)"
-        return Untested(why, why)
-    x = np.asarray(r[a], dtype=float) - np.asarray(r[b], dtype=float); n = x.size
-    se = float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    return Equivalence(name, float(x.mean()), se, n, SAME_MARGIN, 'both', 3, resolution, source=SAME_SOURCE)
+    return _untrained(r, a, b, name) or Equivalence(name, *_paired(r[a], r[b]), SAME_MARGIN, 'both', 3, resolution,
+                                                    source=SAME_SOURCE)
 
 def _diagonal_guard(p, a: str, b: str, spread: xr.DataArray | None):
     "A part with the diagonal projector, `Untested` where training left it nearly uniform (a scaled identity)."

@@ -850,8 +850,8 @@ def judge_cut_grid(t: xr.Dataset,     # Table 5's or 6's runs: final_knn_top1 wi
                    resolution: dict,  # dataset -> one test image
                   ) -> Judgement:
     """pitfalls.table5 / table6, both readings of "pairing cut-initialization with weight decay accelerates the
-    training": (a) each c > 1 against c = 1 on the per-seed means over the λ columns, in the direction of the paper's
-    row means; (b) the cut's gain at the largest λ against it at the smallest (the c × λ interaction). The paper's
+    training": (a) each c > 1 against c = 1 on the per-seed means over the λ columns, in the sentence's direction
+    (the cut helps); (b) the cut's gain at the largest λ against it at the smallest (the c × λ interaction). The paper's
     effects only where our λ columns are its four, on its own data (Table 5: CIFAR-100; Table 6: ImageNet-100)."""
     ID, parts = f'pitfalls.{table}', []
     same = sorted(t.wd.values.tolist()) == sorted(PAPER_WDS[table])
