@@ -45,8 +45,14 @@ def test_section5_norms_killed_midway_resumes_without_retraining(tmp_path):
     t0 = time.time()
     while time.time() - t0 < 300 and len(list(runs.glob('*/run.nc'))) < 4 and p.poll() is None: time.sleep(0.05)
     assert p.poll() is None, 'the run ended before it could be killed'
+    # the whole job at once, as a scheduler kills it: the kernel (its own session) would otherwise follow its parent
+    # only within a second, time enough for a fast machine to finish all 12 two-step runs and leave nothing to resume
+    import psutil                                      # ipykernel's own dependency
+    for c in psutil.Process(p.pid).children(recursive=True):
+        try: c.kill()
+        except psutil.NoSuchProcess: pass              # one that ended on its own meanwhile
     os.killpg(p.pid, signal.SIGKILL); p.wait(timeout=60)
-    time.sleep(3)                                      # the kernel (its own session) follows its parent within a second
+    time.sleep(1)
     done = {f: f.stat().st_mtime_ns for f in runs.glob('*/run.nc')}
     assert len(done) >= 4 and not list((out/'results').glob('[!.]*.json'))
     r = run_cli('reproduce', '--profile', 'smoke', '--only', *ids, '--out', out, '--quiet')
